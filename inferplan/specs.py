@@ -1,0 +1,212 @@
+"""Hardware and model specifications, loaded from `conf/hardware/*.yaml` and `conf/model/*.yaml`.
+
+Shared by calibration (peaks for rooflines, shapes to time) and simulation (pricing, memory). A name resolves to
+`conf/<group>/<name>.yaml` in the repository; a path ending in `.yaml` (or a Hugging Face `config.json`, for
+models) is read as is. Every problem is an `InputError` naming the file, the field and the fix.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from inferplan.errors import InputError
+
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+
+
+def available(group: str) -> list[str]:
+    """The names of the yaml files in `conf/<group>/` (the valid choices)."""
+    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+
+
+def _read_yaml(group: str, name_or_path: str) -> tuple[Path, dict]:
+    path = Path(name_or_path)
+    if path.suffix not in (".yaml", ".yml", ".json"):
+        path = CONF_DIR / group / f"{name_or_path}.yaml"
+        if not path.is_file():
+            raise InputError(f"conf/{group}", "name", f"unknown {group} {name_or_path!r}",
+                             f"use one of: {', '.join(available(group))}")
+    if not path.is_file():
+        raise InputError(path, "path", "file not found", f"give an existing file or one of: {', '.join(available(group))}")
+    try:
+        data = json.loads(path.read_text()) if path.suffix == ".json" else yaml.safe_load(path.read_text())
+    except (yaml.YAMLError, json.JSONDecodeError) as err:
+        raise InputError(path, "file", f"cannot parse ({type(err).__name__})", "fix the syntax") from None
+    if not isinstance(data, dict):
+        raise InputError(path, "file", "is not a mapping", f"see conf/{group}/ for the expected keys")
+    return path, data
+
+
+def _num(path: Path, data: dict, key: str, *, positive: bool = True, default=None) -> float:
+    if key not in data or data[key] is None:
+        if default is not None:
+            return float(default)
+        raise InputError(path, key, "missing", f"add `{key}:` (see conf/hardware/h100_sxm.yaml)")
+    try:
+        value = float(data[key])
+    except (TypeError, ValueError):
+        raise InputError(path, key, f"is not a number: {data[key]!r}", "give a number") from None
+    if positive and not value > 0:
+        raise InputError(path, key, f"must be > 0, got {value}", "give a positive number")
+    return value
+
+
+@dataclass(frozen=True)
+class HardwareSpec:
+    """One accelerator (or CPU socket group): datasheet peaks, memory, links, power and price."""
+
+    name: str
+    kind: str  # gpu | cpu | npu | fpga
+    memory_bytes: float
+    mem_bandwidth_bytes_per_s: float
+    peak_flops_per_s: dict[str, float]  # by compute format: bf16, fp8, int8, fp32
+    devices_per_node: int
+    intra_node_bandwidth_bytes_per_s: float
+    intra_node_latency_s: float
+    inter_node_bandwidth_bytes_per_s: float
+    inter_node_latency_s: float
+    host_link_bandwidth_bytes_per_s: float
+    power_w: float
+    idle_power_w: float
+    usd_per_hour: float
+    source: str = ""
+
+    def peak_for(self, compute_format: str) -> float:
+        """Peak FLOP/s for a compute format; formats the device lacks fall back to bf16 (e.g. fp8 on A100)."""
+        return self.peak_flops_per_s.get(compute_format) or self.peak_flops_per_s["bf16"]
+
+
+def load_hardware(name_or_path: str) -> HardwareSpec:
+    path, d = _read_yaml("hardware", name_or_path)
+    peaks = d.get("peak_flops_per_s")
+    if not isinstance(peaks, dict) or "bf16" not in peaks:
+        raise InputError(path, "peak_flops_per_s", "needs a mapping with at least bf16", "add peak_flops_per_s: {bf16: ...}")
+    peak = {}
+    for k, v in peaks.items():
+        try:
+            peak[str(k)] = float(v)
+        except (TypeError, ValueError):
+            raise InputError(path, f"peak_flops_per_s.{k}", f"is not a number: {v!r}", "give a number") from None
+        if peak[str(k)] <= 0:
+            raise InputError(path, f"peak_flops_per_s.{k}", "must be > 0", "give a positive number")
+    return HardwareSpec(
+        name=str(d.get("name", path.stem)), kind=str(d.get("kind", "gpu")),
+        memory_bytes=_num(path, d, "memory_bytes"),
+        mem_bandwidth_bytes_per_s=_num(path, d, "mem_bandwidth_bytes_per_s"),
+        peak_flops_per_s=peak,
+        devices_per_node=int(_num(path, d, "devices_per_node", default=1)),
+        intra_node_bandwidth_bytes_per_s=_num(path, d, "intra_node_bandwidth_bytes_per_s"),
+        intra_node_latency_s=_num(path, d, "intra_node_latency_s", positive=False, default=0.0),
+        inter_node_bandwidth_bytes_per_s=_num(path, d, "inter_node_bandwidth_bytes_per_s"),
+        inter_node_latency_s=_num(path, d, "inter_node_latency_s", positive=False, default=0.0),
+        host_link_bandwidth_bytes_per_s=_num(path, d, "host_link_bandwidth_bytes_per_s"),
+        power_w=_num(path, d, "power_w"),
+        idle_power_w=_num(path, d, "idle_power_w", positive=False, default=0.0),
+        usd_per_hour=_num(path, d, "usd_per_hour", positive=False),
+        source=str(path),
+    )
+
+
+@dataclass(frozen=True)
+class MoESpec:
+    num_experts: int
+    top_k: int
+    expert_intermediate_size: int
+    shared_experts: int = 0
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Transformer shapes: what an iteration computes and how much memory weights and KV take."""
+
+    name: str
+    num_layers: int
+    hidden_size: int
+    vocab_size: int
+    attention_kind: str  # gqa | mla
+    num_heads: int
+    num_kv_heads: int  # gqa; for mla the latent cache is shared by all heads (1)
+    head_dim: int  # gqa head dim; for mla qk_nope + qk_rope
+    intermediate_size: int
+    ffn_kind: str = "gated"  # gated (SwiGLU: 3 matrices) | plain (2 matrices)
+    first_dense_layers: int = 0
+    moe: MoESpec | None = None
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+    mtp_modules: int = 0
+    max_context_tokens: int = 8192
+    source: str = ""
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def num_moe_layers(self) -> int:
+        return 0 if self.moe is None else self.num_layers - self.first_dense_layers
+
+
+def _int(path: Path, d: dict, key: str, where: str = "", default=None) -> int:
+    value = _num(path, d, key, default=default)
+    return int(value)
+
+
+def load_model(name_or_path: str) -> ModelSpec:
+    path, d = _read_yaml("model", name_or_path)
+    if path.suffix == ".json":
+        return _model_from_hf_config(path, d)
+    att = d.get("attention") or {}
+    ffn = d.get("ffn") or {}
+    if not isinstance(att, dict) or att.get("kind") not in ("gqa", "mla"):
+        raise InputError(path, "attention.kind", f"must be gqa or mla, got {att.get('kind') if isinstance(att, dict) else att!r}",
+                         "set attention.kind")
+    moe = None
+    if isinstance(ffn, dict) and ffn.get("moe"):
+        m = ffn["moe"]
+        moe = MoESpec(num_experts=_int(path, m, "num_experts"), top_k=_int(path, m, "top_k"),
+                      expert_intermediate_size=_int(path, m, "expert_intermediate_size"),
+                      shared_experts=int(m.get("shared_experts", 0) or 0))
+    common = dict(name=str(d.get("name", path.stem)), num_layers=_int(path, d, "num_layers"),
+                  hidden_size=_int(path, d, "hidden_size"), vocab_size=_int(path, d, "vocab_size"),
+                  intermediate_size=_int(path, ffn, "intermediate_size"), ffn_kind=str(ffn.get("kind", "gated")),
+                  first_dense_layers=int(ffn.get("first_dense_layers", 0) or 0), moe=moe,
+                  mtp_modules=int(d.get("mtp_modules", 0) or 0),
+                  max_context_tokens=int(d.get("max_context_tokens", 8192)), source=str(path))
+    if att["kind"] == "gqa":
+        return ModelSpec(attention_kind="gqa", num_heads=_int(path, att, "num_heads"),
+                         num_kv_heads=_int(path, att, "num_kv_heads"), head_dim=_int(path, att, "head_dim"), **common)
+    nope, rope = _int(path, att, "qk_nope_head_dim"), _int(path, att, "qk_rope_head_dim")
+    return ModelSpec(attention_kind="mla", num_heads=_int(path, att, "num_heads"), num_kv_heads=1,
+                     head_dim=nope + rope, q_lora_rank=int(att.get("q_lora_rank", 0) or 0),
+                     kv_lora_rank=_int(path, att, "kv_lora_rank"), qk_nope_head_dim=nope, qk_rope_head_dim=rope,
+                     v_head_dim=_int(path, att, "v_head_dim"), **common)
+
+
+def _model_from_hf_config(path: Path, c: dict) -> ModelSpec:
+    """A Hugging Face `config.json` (Llama/Mistral/Qwen2/Mixtral/DeepSeek-V3 families)."""
+    if "num_hidden_layers" not in c or "hidden_size" not in c:
+        raise InputError(path, "num_hidden_layers", "not a transformer config.json", "give a Hugging Face config.json")
+    heads = int(c["num_attention_heads"])
+    moe = None
+    n_exp = c.get("n_routed_experts") or c.get("num_local_experts") or c.get("num_experts")
+    if n_exp:
+        moe = MoESpec(num_experts=int(n_exp), top_k=int(c.get("num_experts_per_tok", 2)),
+                      expert_intermediate_size=int(c.get("moe_intermediate_size") or c["intermediate_size"]),
+                      shared_experts=int(c.get("n_shared_experts", 0) or 0))
+    common = dict(name=str(c.get("_name_or_path") or path.parent.name), num_layers=int(c["num_hidden_layers"]),
+                  hidden_size=int(c["hidden_size"]), vocab_size=int(c["vocab_size"]),
+                  intermediate_size=int(c["intermediate_size"]), ffn_kind="gated",
+                  first_dense_layers=int(c.get("first_k_dense_replace", 0) or 0), moe=moe,
+                  mtp_modules=int(c.get("num_nextn_predict_layers", 0) or 0),
+                  max_context_tokens=int(c.get("max_position_embeddings", 8192)), source=str(path))
+    if c.get("kv_lora_rank"):
+        nope, rope = int(c["qk_nope_head_dim"]), int(c["qk_rope_head_dim"])
+        return ModelSpec(attention_kind="mla", num_heads=heads, num_kv_heads=1, head_dim=nope + rope,
+                         q_lora_rank=int(c.get("q_lora_rank") or 0), kv_lora_rank=int(c["kv_lora_rank"]),
+                         qk_nope_head_dim=nope, qk_rope_head_dim=rope, v_head_dim=int(c["v_head_dim"]), **common)
+    head_dim = int(c.get("head_dim") or int(c["hidden_size"]) // heads)
+    return ModelSpec(attention_kind="gqa", num_heads=heads, num_kv_heads=int(c.get("num_key_value_heads", heads)),
+                     head_dim=head_dim, **common)

@@ -1,0 +1,59 @@
+"""Library entry points: run a scenario from Python (the dashboard's what-if, tests, the planner)."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from scenarios import build_workload
+from sim.compose import compose_config
+from sim.config import load_run_config
+from sim.results import write_run
+from sim.run import simulate
+
+
+def run_composed(cfg, run_dir: str | Path, progress: Callable[[float], None] | None = None) -> tuple[dict, Path]:
+    """Validate a composed config, simulate it and write the run folder; returns (summary, folder)."""
+    run = load_run_config(cfg)
+    workload = build_workload(run.scenario.traffic, run.seed)
+    if progress is None:
+        progress = _terminal_progress(run.metrics.progress)
+    result = simulate(run, workload, progress)
+    out = write_run(result, run_dir)
+    return result.summary, out
+
+
+def run_scenario(scenario: str, overrides: list[str], run_dir: Path,
+                 progress: Callable[[float], None] | None = None) -> Path:
+    """Compose `scenario=<scenario>` plus Hydra-syntax `overrides`, simulate, write into `run_dir`.
+
+    Also writes `.hydra/config.yaml` so the folder looks like a CLI run. `progress` gets the fraction (0..1) of
+    simulated time done. Raises `InputError` for bad overrides.
+    """
+    cfg = compose_config([f"scenario={scenario}", *overrides])
+    run_dir = Path(run_dir)
+    (run_dir / ".hydra").mkdir(parents=True, exist_ok=True)
+    (run_dir / ".hydra" / "config.yaml").write_text(OmegaConf.to_yaml(cfg))
+    _, out = run_composed(cfg, run_dir, progress or (lambda f: None))
+    return out
+
+
+def _terminal_progress(setting):
+    """A rich progress bar over simulated time when stderr is a terminal (or when forced with `true`)."""
+    import sys
+
+    if setting is False or setting == "false" or (setting == "auto" and not sys.stderr.isatty()):
+        return None
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(TextColumn("simulating"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"), TimeElapsedColumn(),
+                   transient=True)
+    task = bar.add_task("sim", total=1.0)
+    bar.start()
+
+    def update(fraction: float) -> None:
+        bar.update(task, completed=fraction)
+        if fraction >= 1.0:
+            bar.stop()
+    return update

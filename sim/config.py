@@ -1,0 +1,151 @@
+"""Typed, validated run configuration: the composed Hydra config turned into dataclasses at load.
+
+Unknown or mistyped keys become `InputError`s that name the config group, the key and the valid choices.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from inferplan.errors import InputError
+from sim.instance.batching import POLICIES
+from sim.router import ROUTERS
+
+
+def _plain(cfg) -> Any:
+    return OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
+
+
+def build(cls, data: dict | None, where: str):
+    """Instantiate dataclass `cls` from a mapping, rejecting unknown keys and coercing simple types."""
+    data = dict(data or {})
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise InputError(where, unknown[0], "unknown key", f"valid keys: {', '.join(fields)}")
+    kwargs = {}
+    for name, f in fields.items():
+        if name not in data:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise InputError(where, name, "missing", f"add `{name}:`")
+            continue
+        value, typ = data[name], f.type
+        try:
+            if typ in ("float", float) and value is not None:
+                value = float(value)
+            elif typ in ("int", int) and value is not None:
+                if isinstance(value, float) and not value.is_integer():
+                    raise ValueError
+                value = int(value)
+            elif typ in ("str", str) and value is not None:
+                value = str(value)
+        except (TypeError, ValueError):
+            raise InputError(where, name, f"has the wrong type: {value!r}", f"give a {typ}") from None
+        kwargs[name] = value
+    return cls(**kwargs)
+
+
+@dataclass(frozen=True)
+class PoolConfig:
+    """A named group of identical instances (hardware + model + formats + parallelism)."""
+
+    hardware: str
+    model: str
+    instances: int = 1
+    tp: int = 1
+    weights_dtype: str = "bf16"
+    kv_dtype: str = "bf16"
+    usd_per_hour: float | None = None       # per instance; default: hardware price x tp
+    gpu_memory_utilization: float = 0.9     # vLLM's default fraction of device memory it may use
+    block_size_tokens: int = 16             # vLLM's default KV block size on GPUs
+    runtime_reserve_bytes: float = 1.5e9    # per device: CUDA context, NCCL buffers, CUDA graphs (assumption)
+    batching: dict | None = None            # per-pool overrides of the batching group's parameters
+
+
+@dataclass(frozen=True)
+class SloConfig:
+    ttft_p99_s: float = 2.0
+    tpot_p99_s: float = 0.1
+    served_fraction: float = 0.9999
+
+
+@dataclass(frozen=True)
+class ScenarioConfig:
+    name: str
+    traffic: dict
+    pools: dict
+    slo: dict = field(default_factory=dict)
+    description: str = ""
+    frontend_overhead_s: float = 0.0
+    drain_timeout_s: float = 600.0
+
+
+@dataclass(frozen=True)
+class CostConfig:
+    kind: str = "roofline"                  # roofline | constant
+    step_time_s: float = 0.01               # constant only
+    per_token_s: float = 0.0                # constant only
+    profile: str = "auto"
+    efficiency: dict = field(default_factory=dict)
+    launch_s: float = 4e-6
+    link_efficiency: float = 0.75
+    step_overhead_s: float = 2e-3
+
+
+@dataclass(frozen=True)
+class MetricsConfig:
+    sample_interval_s: float = 1.0
+    progress: Any = "auto"
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything one simulation needs, validated."""
+
+    seed: int
+    scenario: ScenarioConfig
+    pools: dict[str, PoolConfig]
+    slo: SloConfig
+    batching_name: str
+    batching: dict
+    router_name: str
+    router: dict
+    cost: CostConfig
+    metrics: MetricsConfig
+
+
+def load_run_config(cfg) -> RunConfig:
+    """Validate a composed config (DictConfig or plain dict) into a `RunConfig`."""
+    d = _plain(cfg)
+    allowed = {"seed", "scenario", "batching", "router", "cost", "metrics", "hydra"}
+    unknown = sorted(set(d) - allowed)
+    if unknown:
+        raise InputError("conf/config.yaml", unknown[0], "unknown top-level key", f"valid keys: {', '.join(sorted(allowed - {'hydra'}))}")
+    scen = build(ScenarioConfig, d.get("scenario"), "scenario")
+    if not isinstance(scen.pools, dict) or not scen.pools:
+        raise InputError(f"scenario/{scen.name}", "pools", "needs at least one pool", "add pools: {name: {hardware: ..., model: ...}}")
+    pools = {str(k): build(PoolConfig, v, f"scenario/{scen.name}: pools.{k}") for k, v in scen.pools.items()}
+    for name, p in pools.items():
+        if p.instances < 0 or p.tp < 1:
+            raise InputError(f"scenario/{scen.name}", f"pools.{name}", "instances must be >= 0 and tp >= 1", "fix the counts")
+        if not 0 < p.gpu_memory_utilization <= 1:
+            raise InputError(f"scenario/{scen.name}", f"pools.{name}.gpu_memory_utilization", "must be in (0, 1]", "use e.g. 0.9")
+    batching = dict(d.get("batching") or {})
+    bname = str(batching.pop("name", ""))
+    if bname not in POLICIES:
+        raise InputError("conf/batching", "name", f"unknown batching policy {bname!r}", f"use one of: {', '.join(POLICIES)}")
+    router = dict(d.get("router") or {})
+    rname = str(router.pop("name", ""))
+    if rname not in ROUTERS:
+        raise InputError("conf/router", "name", f"unknown router {rname!r}", f"use one of: {', '.join(ROUTERS)}")
+    cost = build(CostConfig, d.get("cost"), "conf/cost")
+    if cost.kind not in ("roofline", "constant"):
+        raise InputError("conf/cost", "kind", f"unknown cost model {cost.kind!r}", "use one of: roofline, constant")
+    return RunConfig(
+        seed=int(d.get("seed", 0)), scenario=scen, pools=pools, slo=build(SloConfig, scen.slo, f"scenario/{scen.name}: slo"),
+        batching_name=bname, batching=batching, router_name=rname, router=router,
+        cost=cost, metrics=build(MetricsConfig, d.get("metrics"), "metrics"),
+    )

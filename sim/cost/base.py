@@ -1,0 +1,59 @@
+"""The cost-model extension point: what one batch iteration costs.
+
+The instance scheduler hands the cost model a `BatchShape` (aggregates of the iteration's prefill chunks and
+decodes) and gets back a `StepCost` whose named parts sum to the total. Units: seconds, tokens.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+PARTS: tuple[str, ...] = ("attention", "dense_gemm", "moe_gemm", "elementwise", "communication", "overhead")
+
+
+@dataclass(frozen=True, slots=True)
+class BatchShape:
+    """Aggregates of one iteration's work (what the cost of every op depends on).
+
+    A prefill chunk of q new tokens after c tokens already in the KV cache contributes q to `prefill_tokens`,
+    q*c to `prefill_q_ctx_sum`, q*(q+1)/2 to `prefill_q_sq_sum` and c+q to `prefill_kv_tokens`. A decode of a
+    sequence whose context (before this step) is c contributes 1 to `decode_seqs` and c+1 to `decode_ctx_sum`.
+    `sampled_seqs` counts sequences that emit a token this step (LM head rows).
+    """
+
+    prefill_seqs: int = 0
+    prefill_tokens: int = 0
+    prefill_q_ctx_sum: int = 0
+    prefill_q_sq_sum: int = 0
+    prefill_kv_tokens: int = 0
+    decode_seqs: int = 0
+    decode_ctx_sum: int = 0
+    sampled_seqs: int = 0
+
+    @property
+    def num_tokens(self) -> int:
+        """Tokens processed by the dense layers this step."""
+        return self.prefill_tokens + self.decode_seqs
+
+
+@dataclass(frozen=True, slots=True)
+class StepCost:
+    """An iteration's time and its decomposition; `sum(parts.values()) == total_s` up to rounding."""
+
+    total_s: float
+    parts: dict[str, float]
+
+
+class CostModel(Protocol):
+    """Prices one batch iteration of one instance.
+
+    Postconditions: `step_cost(b).total_s > 0` for any non-empty batch (a zero-time step would stall the
+    simulation clock), parts are ≥ 0 and sum to the total; the result depends only on `b` (deterministic).
+    `kind` is "measured", "analytical" or "mixed"; `describe()` says which ops came from where.
+    """
+
+    kind: str
+
+    def step_cost(self, batch: BatchShape) -> StepCost: ...
+
+    def describe(self) -> dict: ...

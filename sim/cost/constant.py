@@ -1,0 +1,32 @@
+"""A synthetic cost model: every iteration takes `step_time_s + per_token_s x tokens computed`.
+
+For checking the simulator's queueing against theory (M/D/1: constant steps; M/M/1 and M/M/c: one step per
+request whose time is proportional to an exponentially distributed prompt) and for hand-computable tests; not
+for capacity plans (the run's summary calls it `analytical`, with the note `synthetic`).
+"""
+from __future__ import annotations
+
+from sim.cost.base import PARTS, BatchShape, StepCost
+
+
+class SyntheticCostModel:
+    kind = "analytical"
+
+    def __init__(self, step_time_s: float, per_token_s: float = 0.0) -> None:
+        if step_time_s < 0 or per_token_s < 0 or not (step_time_s > 0 or per_token_s > 0):
+            raise ValueError('"step_time_s" and "per_token_s" must be >= 0 and not both 0')
+        self.step_time_s, self.per_token_s = float(step_time_s), float(per_token_s)
+        self._cache: dict[int, StepCost] = {}
+
+    def step_cost(self, batch: BatchShape) -> StepCost:
+        n = batch.num_tokens
+        cost = self._cache.get(n)
+        if cost is None:
+            parts = dict.fromkeys(PARTS, 0.0)
+            parts["overhead"] = self.step_time_s + self.per_token_s * n
+            cost = self._cache[n] = StepCost(parts["overhead"], parts)
+        return cost
+
+    def describe(self) -> dict:
+        return {"kind": "analytical", "profile": None, "synthetic": {"step_time_s": self.step_time_s,
+                "per_token_s": self.per_token_s}, "measured_ops": [], "analytical_ops": []}

@@ -1,0 +1,56 @@
+"""Prices single ops: a measured profile's efficiency curve where one exists, the datasheet roofline otherwise.
+
+`OpPricer.time_s(op, dtype, flops, bytes_)` = launch + roofline / efficiency. With a profile, roofline and
+efficiency come from the profile (its own peaks, its fitted curve); without one, from the hardware datasheet and
+the documented default efficiencies of `conf/cost/roofline.yaml`. The pricer remembers which (op, dtype) pairs
+were priced from which source, so every run can say what its numbers rest on.
+"""
+from __future__ import annotations
+
+from calibrate.ops import check_dtype, roofline_s
+from calibrate.profile import EfficiencyCurve, Profile
+from inferplan.specs import HardwareSpec
+
+
+class OpPricer:
+    def __init__(self, hw: HardwareSpec, efficiency: dict[str, float], launch_s: float,
+                 profile: Profile | None = None) -> None:
+        self.hw = hw
+        self.profile = profile
+        self._efficiency = dict(efficiency)
+        self._launch_s = float(launch_s)
+        self._cache: dict[tuple[str, str], tuple[EfficiencyCurve, float, float]] = {}
+        self.measured: set[tuple[str, str]] = set()
+        self.analytical: set[tuple[str, str]] = set()
+
+    def _resolve(self, op: str, dtype: str) -> tuple[EfficiencyCurve, float, float]:
+        compute = check_dtype(dtype)["compute"]
+        curve = self.profile.curve(op, dtype) if self.profile is not None else None
+        if curve is not None:
+            peaks = self.profile.peak_flops_per_s
+            peak = peaks.get(compute) or peaks["bf16"]
+            entry = (curve, peak, self.profile.mem_bytes_per_s)
+            self.measured.add((op, dtype))
+        else:
+            eff = self._efficiency.get(op)
+            if eff is None:
+                raise KeyError(f"no default efficiency for op {op!r} in conf/cost (have {sorted(self._efficiency)})")
+            entry = (EfficiencyCurve((1.0,), (float(eff),), self._launch_s), self.hw.peak_for(compute),
+                     self.hw.mem_bandwidth_bytes_per_s)
+            self.analytical.add((op, dtype))
+        self._cache[(op, dtype)] = entry
+        return entry
+
+    def time_s(self, op: str, dtype: str, flops: float, bytes_: float) -> float:
+        """Seconds for one launch of `op` doing `flops` and moving `bytes_` (0 when there is no work)."""
+        if flops <= 0.0 and bytes_ <= 0.0:
+            return 0.0
+        entry = self._cache.get((op, dtype)) or self._resolve(op, dtype)
+        curve, peak, bw = entry
+        return curve.time_s(roofline_s(flops, bytes_, peak, bw))
+
+    @property
+    def kind(self) -> str:
+        if self.measured and self.analytical:
+            return "mixed"
+        return "measured" if self.measured else "analytical"

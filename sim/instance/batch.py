@@ -1,0 +1,45 @@
+"""One scheduled iteration: `{request: num_new_tokens}` (vLLM's SchedulerOutput) and its cost-model shape."""
+from __future__ import annotations
+
+from sim.cost.base import BatchShape
+from sim.instance.request_state import SimRequest
+
+
+def known_tokens(req: SimRequest) -> int:
+    """Tokens whose KV must exist before the next token can be sampled: the prompt plus the outputs so far."""
+    return req.prompt_tokens + req.num_output_tokens
+
+
+class ScheduledBatch:
+    """The requests of one iteration with the number of tokens each computes."""
+
+    __slots__ = ("items", "shape")
+
+    def __init__(self, items: list[tuple[SimRequest, int]]) -> None:
+        self.items = items
+        self.shape = shape_of(items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+def shape_of(items: list[tuple[SimRequest, int]]) -> BatchShape:
+    """Aggregate a batch for the cost model: a request computing its last known token is a decode, anything
+    else (first prefill, a chunk, a recompute after preemption) is a prefill chunk."""
+    p_seqs = p_tok = p_qc = p_qq = p_kv = d_seqs = d_ctx = sampled = 0
+    for req, n in items:
+        c = req.num_computed_tokens
+        target = req.prompt_tokens + req.num_output_tokens
+        if req.num_output_tokens > 0 and target - c == 1:
+            d_seqs += 1
+            d_ctx += c + 1
+            sampled += 1
+        else:
+            p_seqs += 1
+            p_tok += n
+            p_qc += n * c
+            p_qq += n * (n + 1) // 2
+            p_kv += c + n
+            if c + n == target:
+                sampled += 1
+    return BatchShape(p_seqs, p_tok, p_qc, p_qq, p_kv, d_seqs, d_ctx, sampled)

@@ -1,0 +1,54 @@
+"""Batching policies: how an instance forms each iteration from its `waiting` and `running` queues.
+
+Each policy implements `BatchingPolicy`. Adding one: a module in this package, one line in `POLICIES`
+(`__init__.py`), one yaml in `conf/batching/` named like the key.
+"""
+from __future__ import annotations
+
+from collections import deque
+from typing import Protocol
+
+from sim.instance.batch import ScheduledBatch, known_tokens
+from sim.instance.kv_cache import BlockManager
+from sim.instance.request_state import SimRequest
+
+
+class BatchingPolicy(Protocol):
+    """Forms iterations for one instance.
+
+    `schedule(now)` returns the next batch, a float wake-up time (simulated s, > now) when the policy is
+    deliberately waiting (e.g. for a batch to fill), or None when it has nothing to do. `update_from_output`
+    advances every scheduled request by its tokens at time `now` (the end of the iteration) and returns the
+    requests that finished. Guarantees: a request is in at most one of `waiting`/`running`; KV blocks are
+    allocated through `kv` only, so INV-KV holds.
+    """
+
+    waiting: deque[SimRequest]
+    running: list[SimRequest]
+
+    def add_request(self, req: SimRequest, now: float) -> None: ...
+
+    def schedule(self, now: float) -> ScheduledBatch | float | None: ...
+
+    def update_from_output(self, batch: ScheduledBatch, now: float) -> list[SimRequest]: ...
+
+
+def advance(batch: ScheduledBatch, now: float, kv: BlockManager, running: list[SimRequest]) -> list[SimRequest]:
+    """Apply an iteration's results: computed tokens grow; a request that caught up with its known tokens
+    samples one output token (its first at the end of the prefill); finished requests free their KV."""
+    finished = []
+    for req, n in batch.items:
+        req.num_computed_tokens += n
+        if req.num_computed_tokens == known_tokens(req):
+            req.num_output_tokens += 1
+            if req.num_output_tokens == 1:
+                req.first_token_s = now
+            if req.num_output_tokens >= req.output_tokens:
+                req.finish_s = now
+                req.status = "completed"
+                kv.free(req.request_id)
+                finished.append(req)
+    if finished:
+        done = {r.request_id for r in finished}
+        running[:] = [r for r in running if r.request_id not in done]
+    return finished

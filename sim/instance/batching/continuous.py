@@ -1,0 +1,78 @@
+"""Continuous (iteration-level) batching, with optional Sarathi-style chunked prefill."""
+from __future__ import annotations
+
+from collections import deque
+
+from sim.instance.batch import ScheduledBatch, known_tokens
+from sim.instance.batching.base import advance
+from sim.instance.kv_cache import BlockManager
+from sim.instance.request_state import SimRequest
+
+
+class ContinuousBatching:
+    """Iteration-level batching (Orca / vLLM): running requests first, then admissions from `waiting` in FCFS
+    order under `token_budget` tokens and `max_num_seqs` sequences per iteration.
+
+    With `chunked_prefill` (Sarathi), a prompt that does not fit the remaining budget is split into chunks
+    that share iterations with decodes; without it a prompt is scheduled whole or waits.
+    When a running request needs a KV block and none is free, the most recently admitted request is
+    preempted (recomputed later, counted per request) and nothing new is admitted in that iteration.
+    """
+
+    def __init__(self, kv: BlockManager, *, token_budget: int = 8192, max_num_seqs: int = 256,
+                 chunked_prefill: bool = False) -> None:
+        if token_budget < 1 or max_num_seqs < 1:
+            raise ValueError('"token_budget" and "max_num_seqs" must be >= 1')
+        self.kv = kv
+        self.token_budget = token_budget
+        self.max_num_seqs = max_num_seqs
+        self.chunked_prefill = chunked_prefill
+        self.waiting: deque[SimRequest] = deque()
+        self.running: list[SimRequest] = []
+
+    def add_request(self, req: SimRequest, now: float) -> None:
+        self.waiting.append(req)
+
+    def _preempt(self, victim: SimRequest) -> None:
+        self.kv.free(victim.request_id)
+        victim.reset_for_recompute()
+        self.waiting.appendleft(victim)
+
+    def schedule(self, now: float) -> ScheduledBatch | None:
+        budget = self.token_budget
+        items: list[tuple[SimRequest, int]] = []
+        preempted = False
+        i = 0
+        while i < len(self.running) and budget > 0:
+            req = self.running[i]
+            n = min(known_tokens(req) - req.num_computed_tokens, budget)
+            while not self.kv.grow(req.request_id, req.num_computed_tokens + n):
+                victim = self.running.pop()
+                self._preempt(victim)
+                preempted = True
+                if victim is req:
+                    break
+            else:
+                items.append((req, n))
+                budget -= n
+                i += 1
+                continue
+            break  # the request itself was preempted: it was the last in `running`
+        if not preempted:
+            while self.waiting and len(self.running) < self.max_num_seqs and budget > 0:
+                req = self.waiting[0]
+                n = known_tokens(req) - req.num_computed_tokens
+                if n > budget:
+                    if not self.chunked_prefill:
+                        break
+                    n = budget
+                if not self.kv.grow(req.request_id, req.num_computed_tokens + n):
+                    break
+                self.waiting.popleft()
+                self.running.append(req)
+                items.append((req, n))
+                budget -= n
+        return ScheduledBatch(items) if items else None
+
+    def update_from_output(self, batch: ScheduledBatch, now: float) -> list[SimRequest]:
+        return advance(batch, now, self.kv, self.running)

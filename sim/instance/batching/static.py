@@ -1,0 +1,54 @@
+"""Static batching: wait for a full batch (or a timeout), then run it to completion; nobody joins mid-way.
+
+The classic request-level scheme (FasterTransformer-style): the batch's first iteration prefills every prompt,
+later iterations decode the members still generating; finished members leave, but their slots stay empty until
+the whole batch is done. KV for each member's full length (prompt + output) is reserved at admission, so a
+static batch never preempts.
+"""
+from __future__ import annotations
+
+from collections import deque
+
+from sim.instance.batch import ScheduledBatch, known_tokens
+from sim.instance.batching.base import advance
+from sim.instance.kv_cache import BlockManager
+from sim.instance.request_state import SimRequest
+
+
+def run_to_completion_step(running: list[SimRequest]) -> ScheduledBatch:
+    """One iteration of a running request-level batch: each member computes all its pending tokens."""
+    return ScheduledBatch([(r, known_tokens(r) - r.num_computed_tokens) for r in running])
+
+
+def reserve(kv: BlockManager, req: SimRequest) -> bool:
+    """Reserve KV for the request's whole life (prompt + output) up front."""
+    return kv.grow(req.request_id, req.total_tokens)
+
+
+class StaticBatching:
+    def __init__(self, kv: BlockManager, *, batch_size: int = 8, timeout_s: float = 0.05) -> None:
+        if batch_size < 1:
+            raise ValueError('"batch_size" must be >= 1')
+        if timeout_s < 0:
+            raise ValueError('"timeout_s" must be >= 0')
+        self.kv, self.batch_size, self.timeout_s = kv, batch_size, timeout_s
+        self.waiting: deque[SimRequest] = deque()
+        self.running: list[SimRequest] = []
+
+    def add_request(self, req: SimRequest, now: float) -> None:
+        self.waiting.append(req)
+
+    def schedule(self, now: float) -> ScheduledBatch | float | None:
+        if self.running:
+            return run_to_completion_step(self.running)
+        if not self.waiting:
+            return None
+        deadline = self.waiting[0].enqueued_s + self.timeout_s
+        if len(self.waiting) < self.batch_size and now < deadline:
+            return deadline
+        while self.waiting and len(self.running) < self.batch_size and reserve(self.kv, self.waiting[0]):
+            self.running.append(self.waiting.popleft())
+        return run_to_completion_step(self.running) if self.running else None
+
+    def update_from_output(self, batch: ScheduledBatch, now: float) -> list[SimRequest]:
+        return advance(batch, now, self.kv, self.running)

@@ -1,0 +1,52 @@
+"""A request's mutable state inside the simulator (vLLM's vocabulary: `num_computed_tokens`, `preempted`)."""
+from __future__ import annotations
+
+import math
+
+
+class SimRequest:
+    """Progress and timestamps of one request. Times are absolute simulated seconds; NaN until reached.
+
+    `num_computed_tokens` counts tokens whose KV is computed (prompt, then generated tokens one step behind);
+    the prompt is done when it reaches `prompt_tokens`, which also emits the first output token.
+    """
+
+    __slots__ = ("request_id", "arrival_s", "prompt_tokens", "output_tokens", "request_class", "priority",
+                 "prefix_hashes", "num_computed_tokens", "num_output_tokens", "cached_tokens", "first_token_s",
+                 "finish_s", "status", "reject_reason", "pool", "instance", "preemptions", "enqueued_s")
+
+    def __init__(self, request_id: int, arrival_s: float, prompt_tokens: int, output_tokens: int,
+                 request_class: int = 0, priority: int = 0, prefix_hashes=None) -> None:
+        self.request_id = request_id
+        self.arrival_s = arrival_s
+        self.prompt_tokens = prompt_tokens
+        self.output_tokens = output_tokens
+        self.request_class = request_class
+        self.priority = priority
+        self.prefix_hashes = prefix_hashes
+        self.num_computed_tokens = 0
+        self.num_output_tokens = 0
+        self.cached_tokens = 0
+        self.first_token_s = math.nan
+        self.finish_s = math.nan
+        self.status = "unfinished"
+        self.reject_reason = ""
+        self.pool = ""
+        self.instance = -1
+        self.preemptions = 0
+        self.enqueued_s = math.nan
+
+    @property
+    def total_tokens(self) -> int:
+        """Tokens whose KV the request holds at its end (the last output token's KV is never computed)."""
+        return self.prompt_tokens + self.output_tokens - 1
+
+    @property
+    def in_prefill(self) -> bool:
+        return self.num_computed_tokens < self.prompt_tokens
+
+    def reset_for_recompute(self) -> None:
+        """Preemption by recomputation: drop the KV; generated tokens are re-prefilled with the prompt."""
+        self.preemptions += 1
+        self.num_computed_tokens = 0
+        self.cached_tokens = 0

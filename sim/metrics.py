@@ -1,0 +1,147 @@
+"""Per-request records, the sampled time series and the run summary.
+
+Requests are written into preallocated columns when they finish or are rejected (no per-request objects are
+kept afterwards); gauges (queues, KV, instances, busy time, cost) are sampled every `sample_interval_s` by a
+SimPy process. Percentiles over time are computed afterwards from the request columns.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from scenarios.workload import Workload
+from sim.instance.request_state import SimRequest
+
+STATUS = ("completed", "rejected", "unfinished")
+
+
+class RequestRecorder:
+    """Columns of `requests.parquet`, one row per workload request, filled as requests end."""
+
+    def __init__(self, workload: Workload, pool_names: list[str]) -> None:
+        n = len(workload)
+        self.workload = workload
+        self.pool_names = pool_names
+        self.cached_tokens = np.zeros(n, np.int64)
+        self.pool = np.full(n, -1, np.int16)
+        self.instance = np.full(n, -1, np.int32)
+        self.status = np.full(n, 2, np.int8)  # index into STATUS; unfinished until recorded
+        self.reject_reason: dict[int, str] = {}
+        self.first_token_s = np.full(n, np.nan)
+        self.finish_s = np.full(n, np.nan)
+        self.preemptions = np.zeros(n, np.int32)
+        self.arrived = 0
+        self._pool_index = {p: i for i, p in enumerate(pool_names)}
+
+    def on_arrival(self, req: SimRequest) -> None:
+        self.arrived += 1
+
+    def record(self, req: SimRequest) -> None:
+        i = req.request_id
+        self.status[i] = STATUS.index(req.status)
+        if req.reject_reason:
+            self.reject_reason[i] = req.reject_reason
+        self.pool[i] = self._pool_index.get(req.pool, -1)
+        self.instance[i] = req.instance
+        self.cached_tokens[i] = req.cached_tokens
+        self.first_token_s[i] = req.first_token_s
+        self.finish_s[i] = req.finish_s
+        self.preemptions[i] = req.preemptions
+
+    def record_unfinished(self, req: SimRequest) -> None:
+        """A request still in flight when the run stopped keeps status `unfinished` with what it reached."""
+        i = req.request_id
+        self.pool[i] = self._pool_index.get(req.pool, -1)
+        self.instance[i] = req.instance
+        self.first_token_s[i] = req.first_token_s
+        self.preemptions[i] = req.preemptions
+        self.cached_tokens[i] = req.cached_tokens
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """The `requests.parquet` columns (see docs/results.md), for the requests that arrived."""
+        wl, n = self.workload, self.arrived
+        arrival = wl.arrival_s[:n]
+        out_tok = wl.output_tokens[:n]
+        first, finish = self.first_token_s[:n], self.finish_s[:n]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            tpot = np.where(out_tok > 1, (finish - first) / np.maximum(out_tok - 1, 1), np.nan)
+        pool_names = np.array([""] + list(self.pool_names), dtype=object)
+        return {
+            "request_id": np.arange(n, dtype=np.int64),
+            "arrival_s": arrival,
+            "prompt_tokens": wl.prompt_tokens[:n],
+            "output_tokens": out_tok,
+            "cached_tokens": self.cached_tokens[:n],
+            "request_class": np.array(wl.class_names, dtype=object)[wl.request_class[:n]],
+            "pool": pool_names[self.pool[:n] + 1],
+            "instance": self.instance[:n],
+            "status": np.array(STATUS, dtype=object)[self.status[:n]],
+            "reject_reason": np.array([self.reject_reason.get(i, "") for i in range(n)], dtype=object),
+            "first_token_s": first,
+            "finish_s": finish,
+            "ttft_s": first - arrival,
+            "tpot_s": tpot,
+            "e2e_s": finish - arrival,
+            "preemptions": self.preemptions[:n],
+        }
+
+
+def percentiles(values: np.ndarray) -> dict[str, float]:
+    """p50/p90/p99/mean of the finite values (NaN when there are none)."""
+    v = values[np.isfinite(values)]
+    if v.size == 0:
+        return {"p50": math.nan, "p90": math.nan, "p99": math.nan, "mean": math.nan}
+    p50, p90, p99 = np.percentile(v, [50, 90, 99])
+    return {"p50": float(p50), "p90": float(p90), "p99": float(p99), "mean": float(v.mean())}
+
+
+class Sampler:
+    """A SimPy process that samples the fleet's gauges every `interval_s` simulated seconds."""
+
+    def __init__(self, env, cluster, interval_s: float, progress=None) -> None:
+        self.env, self.cluster, self.interval_s = env, cluster, interval_s
+        self.progress = progress
+        self.rows: list[dict] = []
+        self.pool_rows: list[dict] = []
+        self.cost_usd = 0.0
+        self._last_arrived = 0
+        self._last_completed = 0
+        self._last_busy = {name: 0.0 for name in cluster.pools}
+        self._process = env.process(self._run())
+
+    def _run(self):
+        while True:
+            yield self.env.timeout(self.interval_s)
+            self.sample()
+
+    def sample(self) -> None:
+        env, cl, dt = self.env, self.cluster, self.interval_s
+        t = env.now
+        queued = running = active = 0
+        used = cap = 0
+        busy_all = 0.0
+        completed = 0
+        for name, pool in cl.pools.items():
+            q = len(pool.held) + sum(len(i.policy.waiting) for i in pool.instances)
+            r = sum(len(i.policy.running) for i in pool.instances)
+            u = sum(i.kv.used_blocks for i in pool.instances)
+            c = sum(i.kv.num_blocks for i in pool.instances)
+            busy = sum(i.busy_s for i in pool.instances)
+            n = len(pool.instances)
+            busy_frac = (busy - self._last_busy[name]) / (n * dt) if n else 0.0
+            self._last_busy[name] = busy
+            self.cost_usd += n * pool.usd_per_hour * dt / 3600.0
+            self.pool_rows.append({"t_s": t, "pool": name, "starting": 0, "active": n, "draining": 0, "queued": q,
+                                   "running": r, "kv_utilization": u / c if c else 0.0,
+                                   "busy_fraction": min(1.0, busy_frac)})
+            queued, running, active, used, cap = queued + q, running + r, active + n, used + u, cap + c
+            busy_all += busy_frac * n
+            completed += pool.completed
+        self.rows.append({"t_s": t, "arrivals": cl.arrived - self._last_arrived,
+                          "completions": completed - self._last_completed, "queued": queued, "running": running,
+                          "instances": active, "kv_utilization": used / cap if cap else 0.0,
+                          "busy_fraction": min(1.0, busy_all / active) if active else 0.0, "cost_usd": self.cost_usd})
+        self._last_arrived, self._last_completed = cl.arrived, completed
+        if self.progress is not None:
+            self.progress(t)

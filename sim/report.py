@@ -1,0 +1,43 @@
+"""The compact terminal summary printed after a run (rich table; units in the row names)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+
+def _ms(x) -> str:
+    return "-" if x is None or x != x else f"{x * 1e3:,.1f}"
+
+
+def print_summary(s: dict, run_dir: Path | str) -> None:
+    console = Console(highlight=False)
+    req, lat, slo, cost = s["requests"], s["latency_s"], s["slo"], s["cost"]
+    t = Table(title=f"inferplan · {s['scenario']} · seed {s['seed']} · {s['simulated_duration_s']:,.0f} s simulated")
+    t.add_column("metric")
+    t.add_column("p50", justify="right")
+    t.add_column("p90", justify="right")
+    t.add_column("p99", justify="right")
+    t.add_column("mean", justify="right")
+    t.add_column("SLO (p99)", justify="right")
+    for key, target in (("ttft", slo["ttft_p99_s"]), ("tpot", slo["tpot_p99_s"]), ("e2e", None)):
+        v = lat[key]
+        verdict = "" if target is None else f"{_ms(target)} {'✓' if slo['met'].get(key + '_p99') else '✗'}"
+        t.add_row(f"{key}_ms", _ms(v["p50"]), _ms(v["p90"]), _ms(v["p99"]), _ms(v["mean"]), verdict)
+    console.print(t)
+    th = s["throughput"]
+    console.print(
+        f"requests: {req['arrived']:,} arrived, {req['completed']:,} completed, {req['rejected']:,} rejected, "
+        f"{req['unfinished']:,} unfinished · served {slo['served']:.4%} (SLO ≥ {slo['served_fraction']:.2%}) · "
+        f"attainment {slo['attainment']:.2%} · goodput {slo['goodput_requests_per_s']:.2f} req/s")
+    usd_m = cost["usd_per_million_output_tokens"]
+    console.print(
+        f"throughput: {th['requests_per_s']:.2f} req/s, {th['output_tokens_per_s']:,.0f} output tok/s · cost: "
+        f"${cost['usd']:,.2f}, {'-' if usd_m is None else f'${usd_m:,.2f}'} per M output tokens, "
+        f"{cost['node_hours']:,.2f} device-hours")
+    cm = s["cost_model"]
+    console.print(f"cost model: {cm['kind']} ({cm['note']}); profile: {cm['profile'] or 'none'}")
+    bad = {k: v for k, v in s["invariants"].items() if v != "ok"}
+    console.print("invariants: " + ("all ok" if not bad else f"[red]{bad}[/red]"))
+    console.print(f"results: {run_dir}")

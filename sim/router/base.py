@@ -1,0 +1,14 @@
+"""The routing extension point: which instance of a pool serves a request."""
+from __future__ import annotations
+
+from typing import Protocol, Sequence
+
+from sim.instance.instance import Instance
+from sim.instance.request_state import SimRequest
+
+
+class Router(Protocol):
+    """Picks one of `instances` (non-empty, all accepting work) for `req`. Deterministic: ties break by the
+    lowest instance index, and any randomness comes from a named stream handed over at construction."""
+
+    def route(self, req: SimRequest, instances: Sequence[Instance]) -> Instance: ...

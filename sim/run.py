@@ -1,0 +1,91 @@
+"""One simulation: build the cluster, run SimPy until every request ended (or the drain timeout), collect.
+
+`simulate(run, workload)` is the library entry point; `sim/__main__.py` and `sim/api.py` wrap it.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import simpy
+
+from scenarios.workload import Workload
+from sim.cluster import Cluster
+from sim.config import RunConfig
+from sim.metrics import RequestRecorder, Sampler
+from sim.summary import summarize
+
+
+@dataclass
+class SimResult:
+    """Everything a run writes: request columns, time-series rows, per-pool rows and the summary dict."""
+
+    requests: dict[str, np.ndarray]
+    timeseries: list[dict]
+    pools: list[dict]
+    summary: dict
+    events: dict = field(default_factory=dict)
+
+
+def check_invariants(cols: dict, cluster: Cluster, arrived: int) -> dict[str, str]:
+    """The named invariants checked at the end of every run (see docs/architecture.md)."""
+    out = {}
+    status = cols["status"]
+    counts = {s: int((status == s).sum()) for s in ("completed", "rejected", "unfinished")}
+    out["request_conservation"] = "ok" if sum(counts.values()) == arrived == len(status) else \
+        f"violated: {counts} vs {arrived} arrived"
+    over = [f"{p.name}[{i.index}]" for p in cluster.pools.values() for i in p.instances
+            if i.kv.peak_used_blocks > i.kv.num_blocks]
+    out["kv_capacity"] = "ok" if not over else f"violated on {', '.join(over)}"
+    bad_clock = [f"{p.name}[{i.index}]" for p in cluster.pools.values() for i in p.instances if not i.clock_ok]
+    out["clock_monotone"] = "ok" if not bad_clock else f"violated on {', '.join(bad_clock)}"
+    a, f1, fin = cols["arrival_s"], cols["first_token_s"], cols["finish_s"]
+    with np.errstate(invalid="ignore"):
+        bad = np.sum(f1 < a) + np.sum(fin < f1) + np.sum((status == "completed") & ~np.isfinite(fin))
+    out["causality"] = "ok" if bad == 0 else f"violated by {int(bad)} requests"
+    return out
+
+
+def simulate(run: RunConfig, workload: Workload, progress=None) -> SimResult:
+    """Simulate `workload` on the fleet of `run`. `progress(fraction)` is called as simulated time advances."""
+    wall0 = time.perf_counter()
+    env = simpy.Environment()
+    recorder = RequestRecorder(workload, list(run.pools))
+    cluster = Cluster(env, run, workload, recorder)
+    last_arrival = float(workload.arrival_s[-1]) if len(workload) else 0.0
+    horizon_s = last_arrival + run.scenario.frontend_overhead_s + run.scenario.drain_timeout_s
+    tick = None
+    if progress is not None:
+        tick = lambda t: progress(min(1.0, t / max(last_arrival, 1e-9)))
+    sampler = Sampler(env, cluster, run.metrics.sample_interval_s, tick)
+    if len(workload):
+        env.run(until=env.any_of([cluster.all_done, env.timeout(horizon_s)]))
+    end_s = env.now
+    if not sampler.rows or sampler.rows[-1]["t_s"] < end_s:
+        partial = end_s - (sampler.rows[-1]["t_s"] if sampler.rows else 0.0)
+        if partial > 0:
+            saved, sampler.interval_s = sampler.interval_s, partial
+            sampler.sample()
+            sampler.interval_s = saved
+    for req in cluster.live_requests():
+        recorder.record_unfinished(req)
+    cols = recorder.columns()
+    invariants = check_invariants(cols, cluster, cluster.arrived)
+    summary = summarize(run, cluster, cols, end_s, sampler.cost_usd, invariants)
+    summary["wall_time_s"] = round(time.perf_counter() - wall0, 3)
+    if progress is not None:
+        progress(1.0)
+    return SimResult(cols, sampler.rows, sampler.pool_rows, summary)
+
+
+def nan_to_none(x):
+    """JSON-safe floats: NaN and inf become null."""
+    if isinstance(x, dict):
+        return {k: nan_to_none(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [nan_to_none(v) for v in x]
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
