@@ -4,6 +4,7 @@ Data flow: workload rows -> arrival process (+ front-end overhead) -> admission 
 """
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,7 +54,8 @@ class Pool:
     held: deque = field(default_factory=deque)  # requests queued at the router (all instances at their cap)
 
 
-def build_pool(env: simpy.Environment, name: str, p: PoolConfig, run: RunConfig, on_finish) -> Pool:
+def build_pool(env: simpy.Environment, name: str, p: PoolConfig, run: RunConfig, on_finish,
+               hash_block_tokens: int = 512) -> Pool:
     hw, model = load_hardware(p.hardware), load_model(p.model)
     batching = {**run.batching, **(p.batching or {})}
     token_budget = int(batching.get("token_budget", 8192))
@@ -61,6 +63,8 @@ def build_pool(env: simpy.Environment, name: str, p: PoolConfig, run: RunConfig,
                       block_size_tokens=p.block_size_tokens, gpu_memory_utilization=p.gpu_memory_utilization,
                       token_budget=token_budget, fixed_reserve_bytes=p.runtime_reserve_bytes)
     where = f"scenario/{run.scenario.name}: pools.{name}"
+    if p.num_gpu_blocks_override is not None:
+        mem = dataclasses.replace(mem, num_blocks=int(p.num_gpu_blocks_override))
     if not mem.fits:
         raise InputError(where, "tp", f"{model.name} ({mem.weight_bytes / 1e9:.1f} GB of {p.weights_dtype} weights) "
                          f"does not fit {p.tp} x {hw.name} ({mem.usable_bytes / 1e9:.1f} GB usable) with room for KV",
@@ -73,16 +77,22 @@ def build_pool(env: simpy.Environment, name: str, p: PoolConfig, run: RunConfig,
         cost = SyntheticCostModel(run.cost.step_time_s, run.cost.per_token_s)
     else:
         profile = resolve_profile(run.cost.profile, hw)
-        pricer = OpPricer(hw, run.cost.efficiency, run.cost.launch_s, profile)
+        try:
+            pricer = OpPricer(hw, run.cost.efficiency, run.cost.launch_s, profile, run.cost.efficiency_scale)
+        except ValueError as err:
+            raise InputError("conf/cost", "efficiency_scale", str(err), "give positive multipliers") from None
         cost = LayeredCostModel(model, hw, pricer, tp=p.tp, weights_dtype=p.weights_dtype, kv_dtype=p.kv_dtype,
                                 step_overhead_s=run.cost.step_overhead_s, link_efficiency=run.cost.link_efficiency)
     params = {k: v for k, v in batching.items()}
     instances = []
     for i in range(p.instances):
-        kv = BlockManager(mem.num_blocks, mem.block_size_tokens)
+        kv = BlockManager(mem.num_blocks, mem.block_size_tokens, prefix_caching=p.prefix_caching,
+                          hash_block_tokens=hash_block_tokens, kv_bytes_per_token=mem.kv_bytes_per_token,
+                          tier2_capacity_bytes=p.kv_tier2_bytes,
+                          tier2_bandwidth_bytes_per_s=p.kv_tier2_bandwidth_bytes_per_s or hw.host_link_bandwidth_bytes_per_s)
         try:
             policy = make_policy(run.batching_name, kv, params)
-        except TypeError as err:
+        except (TypeError, ValueError) as err:
             raise InputError(f"conf/batching/{run.batching_name}.yaml", "parameters", str(err), "remove or rename the key") from None
         instances.append(Instance(env, name, i, policy, kv, cost, on_finish))
     usd = p.usd_per_hour if p.usd_per_hour is not None else hw.usd_per_hour * p.tp
@@ -95,13 +105,14 @@ class Cluster:
 
     def __init__(self, env: simpy.Environment, run: RunConfig, workload: Workload, recorder) -> None:
         self.env, self.run, self.workload, self.recorder = env, run, workload, recorder
-        self.pools = {name: build_pool(env, name, p, run, self._on_finish) for name, p in run.pools.items()}
+        self.pools = {name: build_pool(env, name, p, run, self._on_finish, workload.hash_block_tokens)
+                      for name, p in run.pools.items()}
         params = dict(run.router)
         cap = params.pop("max_outstanding_per_instance", None)
         self.max_outstanding = None if cap is None else int(cap)
         try:
             self.router = make_router(run.router_name, params)
-        except TypeError as err:
+        except (TypeError, ValueError) as err:
             raise InputError(f"conf/router/{run.router_name}.yaml", "parameters", str(err), "remove or rename the key") from None
         self.arrived = 0
         self.finished = 0  # completed or rejected

@@ -33,6 +33,7 @@ def build(cls, data: dict | None, where: str):
                 raise InputError(where, name, "missing", f"add `{name}:`")
             continue
         value, typ = data[name], f.type
+        typ = typ.replace(" | None", "") if isinstance(typ, str) else typ
         try:
             if typ in ("float", float) and value is not None:
                 value = float(value)
@@ -40,6 +41,9 @@ def build(cls, data: dict | None, where: str):
                 if isinstance(value, float) and not value.is_integer():
                     raise ValueError
                 value = int(value)
+            elif typ in ("bool", bool) and value is not None:
+                if not isinstance(value, bool):
+                    raise ValueError
             elif typ in ("str", str) and value is not None:
                 value = str(value)
         except (TypeError, ValueError):
@@ -63,6 +67,10 @@ class PoolConfig:
     block_size_tokens: int = 16             # vLLM's default KV block size on GPUs
     runtime_reserve_bytes: float = 1.5e9    # per device: CUDA context, NCCL buffers, CUDA graphs (assumption)
     batching: dict | None = None            # per-pool overrides of the batching group's parameters
+    num_gpu_blocks_override: int | None = None  # force the KV capacity per instance (vLLM's option of that name)
+    prefix_caching: bool = False            # keep finished prompts' KV blocks for reuse (LRU), vLLM APC / SGLang radix
+    kv_tier2_bytes: float = 0.0             # second KV tier per instance (host DRAM or disk); 0 = none
+    kv_tier2_bandwidth_bytes_per_s: float | None = None  # load bandwidth from tier 2; default the host link
 
 
 @dataclass(frozen=True)
@@ -90,6 +98,7 @@ class CostConfig:
     per_token_s: float = 0.0                # constant only
     profile: str = "auto"
     efficiency: dict = field(default_factory=dict)
+    efficiency_scale: dict = field(default_factory=dict)  # per op: multiplier on achieved efficiency (fit overlay)
     launch_s: float = 4e-6
     link_efficiency: float = 0.75
     step_overhead_s: float = 2e-3

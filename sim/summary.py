@@ -44,6 +44,11 @@ def summarize(run: RunConfig, cluster, cols: dict, duration_s: float, cost_usd: 
             "busy_fraction": (sum(i.busy_s for i in p.instances) / (len(p.instances) * dur)) if p.instances else 0.0,
             "iterations": sum(i.iterations for i in p.instances),
             "time_breakdown_s": parts,
+            "prefix_cache": {"enabled": p.cfg.prefix_caching,
+                             "hit_tokens": sum(i.kv.hits_tokens for i in p.instances),
+                             "tier2_hit_tokens": sum(i.kv.tier2_hits_tokens for i in p.instances),
+                             "lookup_tokens": sum(i.kv.lookups_tokens for i in p.instances)},
+            "preemptions": int(cols["preemptions"][cols["pool"] == name].sum()),
             "cost_model": p.cost.describe(),
         }
     kind = kinds.pop() if len(kinds) == 1 else "mixed"

@@ -14,8 +14,13 @@ from inferplan.specs import HardwareSpec
 
 class OpPricer:
     def __init__(self, hw: HardwareSpec, efficiency: dict[str, float], launch_s: float,
-                 profile: Profile | None = None) -> None:
+                 profile: Profile | None = None, efficiency_scale: dict[str, float] | None = None) -> None:
         self.hw = hw
+        # Multipliers on the achieved efficiency per op (fitted by `sim.validate fit=true`; 1.0 = as calibrated).
+        self.efficiency_scale = {k: float(v) for k, v in (efficiency_scale or {}).items()}
+        for op, v in self.efficiency_scale.items():
+            if not v > 0:
+                raise ValueError(f"efficiency_scale.{op} must be > 0, got {v}")
         self.profile = profile
         self._efficiency = dict(efficiency)
         self._launch_s = float(launch_s)
@@ -47,7 +52,8 @@ class OpPricer:
             return 0.0
         entry = self._cache.get((op, dtype)) or self._resolve(op, dtype)
         curve, peak, bw = entry
-        return curve.time_s(roofline_s(flops, bytes_, peak, bw))
+        scale = self.efficiency_scale.get(op, 1.0)
+        return curve.time_s(roofline_s(flops, bytes_, peak, bw) / scale)
 
     @property
     def kind(self) -> str:

@@ -55,7 +55,9 @@ class LayeredCostModel:
     def _allreduce(self, tokens: float) -> float:
         if self.tp <= 1 or tokens <= 0:
             return 0.0
-        return ops.allreduce_s(tokens * self.m.hidden_size * 2.0, self.tp, self.link_bytes_per_s, self.link_latency_s)
+        scale = self.pricer.efficiency_scale.get("allreduce", 1.0)
+        return ops.allreduce_s(tokens * self.m.hidden_size * 2.0, self.tp, self.link_bytes_per_s * scale,
+                               self.link_latency_s)
 
     # -- per-layer parts --------------------------------------------------------------------------------------
     def _attention_layer(self, b: BatchShape) -> tuple[float, float]:

@@ -13,11 +13,12 @@ def known_tokens(req: SimRequest) -> int:
 class ScheduledBatch:
     """The requests of one iteration with the number of tokens each computes."""
 
-    __slots__ = ("items", "shape")
+    __slots__ = ("items", "shape", "load_s")
 
-    def __init__(self, items: list[tuple[SimRequest, int]]) -> None:
+    def __init__(self, items: list[tuple[SimRequest, int]], load_s: float = 0.0) -> None:
         self.items = items
         self.shape = shape_of(items)
+        self.load_s = load_s  # seconds spent loading second-tier prefix KV before this iteration can run
 
     def __len__(self) -> int:
         return len(self.items)

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import simpy
 
-from sim.cost.base import PARTS, CostModel
+from sim.cost.base import PARTS, CostModel, StepCost
+from sim.instance.batch import ScheduledBatch
 from sim.instance.batching import BatchingPolicy
 from sim.instance.kv_cache import BlockManager
 from sim.instance.request_state import SimRequest
@@ -34,7 +35,7 @@ class Instance:
         return len(self.policy.waiting) + len(self.policy.running)
 
     def submit(self, req: SimRequest) -> None:
-        req.pool, req.instance, req.enqueued_s = self.pool, self.index, self.env.now
+        req.pool, req.instance, req.enqueued_s = self.pool, self.index, float(self.env.now)
         self.policy.add_request(req, self.env.now)
         if self._wakeup is not None and not self._wakeup.triggered:
             self._wakeup.succeed()
@@ -43,7 +44,7 @@ class Instance:
         env = self.env
         while True:
             out = self.policy.schedule(env.now)
-            if out is None or isinstance(out, float):
+            if out is None or not isinstance(out, ScheduledBatch):
                 self._wakeup = env.event()
                 if out is None:
                     yield self._wakeup
@@ -52,6 +53,10 @@ class Instance:
                 self._wakeup = None
                 continue
             cost = self.cost.step_cost(out.shape)
+            if out.load_s:
+                parts = dict(cost.parts)
+                parts["communication"] += out.load_s
+                cost = StepCost(cost.total_s + out.load_s, parts)
             start = env.now
             yield env.timeout(cost.total_s)
             if env.now < start or start < self.last_step_end_s:

@@ -1,25 +1,52 @@
-"""Paged KV-cache accounting: blocks of `block_size_tokens`, allocated per request, freed on finish or preemption.
+"""Paged KV-cache accounting with an optional prefix cache and a second (host or disk) tier.
 
-Only counts are simulated (no contents). Invariant INV-KV: `used_blocks <= num_blocks` at all times; a failed
-allocation changes nothing.
+Only counts are simulated, never contents. A request holds its own blocks (`block_size_tokens` each) plus
+references to shared prefix entries. A prefix entry is one hash block of the workload (`hash_block_tokens`, e.g.
+Mooncake's 512) whose KV stays on the device after its request is done, until LRU eviction needs the space;
+evicted entries drop to the second tier when one is configured (DeepSeek's on-disk KV cache, host memory), from
+which a later hit loads them back at `tier2_bandwidth_bytes_per_s`.
+
+Invariant INV-2: `used_blocks = sum(own blocks) + blocks of cached entries <= num_blocks` at all times; an
+allocation that cannot be satisfied (after evicting unreferenced entries) changes nothing.
 """
 from __future__ import annotations
 
+from collections import OrderedDict
+
 
 class BlockManager:
-    """Counts the KV blocks each request holds on one instance."""
+    """KV blocks of one instance, and its prefix cache."""
 
-    def __init__(self, num_blocks: int, block_size_tokens: int) -> None:
+    def __init__(self, num_blocks: int, block_size_tokens: int, *, prefix_caching: bool = False,
+                 hash_block_tokens: int = 512, kv_bytes_per_token: float = 0.0, tier2_capacity_bytes: float = 0.0,
+                 tier2_bandwidth_bytes_per_s: float = 0.0) -> None:
         if num_blocks < 1:
             raise ValueError('"num_blocks" must be >= 1')
-        if block_size_tokens < 1:
-            raise ValueError('"block_size_tokens" must be >= 1')
+        if block_size_tokens < 1 or hash_block_tokens < 1:
+            raise ValueError('"block_size_tokens" and "hash_block_tokens" must be >= 1')
         self.num_blocks = num_blocks
         self.block_size_tokens = block_size_tokens
         self.used_blocks = 0
         self.peak_used_blocks = 0
         self._held: dict[int, int] = {}
+        # Prefix cache: hash -> reference count, in LRU order (oldest first).
+        self.prefix_caching = prefix_caching
+        self.hash_block_tokens = hash_block_tokens
+        self.blocks_per_entry = -(-hash_block_tokens // block_size_tokens)
+        self._entries: OrderedDict[int, int] = OrderedDict()
+        self._unreferenced = 0
+        self._refs: dict[int, list[int]] = {}  # request -> hashes it references
+        self._shared_tokens: dict[int, int] = {}  # request -> tokens covered by referenced entries
+        self.kv_bytes_per_token = kv_bytes_per_token
+        self.tier2_capacity_entries = int(tier2_capacity_bytes // max(1.0, kv_bytes_per_token * hash_block_tokens)) \
+            if tier2_capacity_bytes > 0 and kv_bytes_per_token > 0 else 0
+        self.tier2_bandwidth_bytes_per_s = tier2_bandwidth_bytes_per_s
+        self._tier2: OrderedDict[int, None] = OrderedDict()
+        self.hits_tokens = 0
+        self.tier2_hits_tokens = 0
+        self.lookups_tokens = 0
 
+    # -- plain blocks -----------------------------------------------------------------------------------------
     def blocks_for(self, tokens: int) -> int:
         return -(-tokens // self.block_size_tokens)
 
@@ -34,22 +61,126 @@ class BlockManager:
     def held(self, request_id: int) -> int:
         return self._held.get(request_id, 0)
 
-    def can_grow(self, request_id: int, tokens: int) -> bool:
-        """Whether the request can hold `tokens` tokens of KV (counting what it already holds)."""
-        return self.blocks_for(tokens) - self._held.get(request_id, 0) <= self.free_blocks
+    def _own_blocks_for(self, request_id: int, tokens: int) -> int:
+        return self.blocks_for(max(0, tokens - self._shared_tokens.get(request_id, 0)))
 
-    def grow(self, request_id: int, tokens: int) -> bool:
-        """Make the request hold enough blocks for `tokens` tokens; False (and no change) if they do not fit."""
-        need = self.blocks_for(tokens) - self._held.get(request_id, 0)
-        if need <= 0:
+    def _make_room(self, blocks: int) -> bool:
+        """Evict unreferenced prefix entries (LRU first) until `blocks` are free; False if impossible."""
+        if blocks <= self.free_blocks:
             return True
-        if need > self.free_blocks:
+        if blocks > self.free_blocks + self._unreferenced * self.blocks_per_entry:
             return False
-        self._held[request_id] = self._held.get(request_id, 0) + need
-        self.used_blocks += need
+        for h in [h for h, refs in self._entries.items() if refs == 0]:
+            if blocks <= self.free_blocks:
+                break
+            del self._entries[h]
+            self._unreferenced -= 1
+            self.used_blocks -= self.blocks_per_entry
+            if self.tier2_capacity_entries:
+                self._tier2[h] = None
+                self._tier2.move_to_end(h)
+                if len(self._tier2) > self.tier2_capacity_entries:
+                    self._tier2.popitem(last=False)
+        return blocks <= self.free_blocks
+
+    def _take(self, blocks: int) -> None:
+        self.used_blocks += blocks
         if self.used_blocks > self.peak_used_blocks:
             self.peak_used_blocks = self.used_blocks
+
+    def can_grow(self, request_id: int, tokens: int) -> bool:
+        need = self._own_blocks_for(request_id, tokens) - self._held.get(request_id, 0)
+        return need <= self.free_blocks + self._unreferenced * self.blocks_per_entry
+
+    def grow(self, request_id: int, tokens: int) -> bool:
+        """Make the request hold enough own blocks for `tokens` tokens of KV (beyond its shared prefix);
+        False, and no change, if they cannot be found even after evicting unreferenced prefix entries."""
+        need = self._own_blocks_for(request_id, tokens) - self._held.get(request_id, 0)
+        if need <= 0:
+            return True
+        if not self._make_room(need):
+            return False
+        self._held[request_id] = self._held.get(request_id, 0) + need
+        self._take(need)
         return True
 
     def free(self, request_id: int) -> None:
+        """Release the request's own blocks and its references to prefix entries."""
         self.used_blocks -= self._held.pop(request_id, 0)
+        for h in self._refs.pop(request_id, ()):
+            if h in self._entries:
+                self._entries[h] -= 1
+                if self._entries[h] == 0:
+                    self._unreferenced += 1
+        self._shared_tokens.pop(request_id, None)
+
+    # -- prefix cache -----------------------------------------------------------------------------------------
+    def match_prefix(self, request_id: int, hashes, prompt_tokens: int) -> tuple[int, float]:
+        """Reference the longest cached prefix of `hashes`; returns (tokens whose prefill is skipped, seconds to
+        load second-tier entries). At least one prompt token is always computed (its logits start decoding).
+        Call `free(request_id)` to undo when the request is not admitted after all."""
+        if not self.prefix_caching or hashes is None or len(hashes) == 0:
+            return 0, 0.0
+        full = min(len(hashes), prompt_tokens // self.hash_block_tokens)
+        self.lookups_tokens += full * self.hash_block_tokens
+        refs: list[int] = []
+        loaded = 0
+        for h in hashes[:full]:
+            h = int(h)
+            if h in self._entries:
+                if self._entries[h] == 0:
+                    self._unreferenced -= 1
+                self._entries[h] += 1
+                self._entries.move_to_end(h)
+            elif h in self._tier2 and self._make_room(self.blocks_per_entry):
+                del self._tier2[h]
+                self._entries[h] = 1
+                self._take(self.blocks_per_entry)
+                loaded += 1
+            else:
+                break
+            refs.append(h)
+        if not refs:
+            return 0, 0.0
+        self._refs[request_id] = refs
+        shared = len(refs) * self.hash_block_tokens
+        self._shared_tokens[request_id] = shared
+        self.hits_tokens += shared
+        self.tier2_hits_tokens += loaded * self.hash_block_tokens
+        load_s = 0.0
+        if loaded and self.tier2_bandwidth_bytes_per_s > 0:
+            load_s = loaded * self.hash_block_tokens * self.kv_bytes_per_token / self.tier2_bandwidth_bytes_per_s
+        return min(shared, prompt_tokens - 1), load_s
+
+    def publish(self, request_id: int, hashes, prompt_tokens: int) -> None:
+        """After a prefill: the request's full prompt hash blocks beyond its matched prefix become cache entries
+        (their blocks move from the request to the cache; the request keeps a reference until it ends)."""
+        if not self.prefix_caching or hashes is None:
+            return
+        refs = self._refs.setdefault(request_id, [])
+        full = min(len(hashes), prompt_tokens // self.hash_block_tokens)
+        start = len(refs)
+        for h in hashes[start:full]:
+            h = int(h)
+            own = self._held.get(request_id, 0)
+            if h in self._entries or own < self.blocks_per_entry:
+                break  # NOTE: a concurrent duplicate keeps its own copy; the prefix chain stops at the first gap
+            self._held[request_id] = own - self.blocks_per_entry
+            self._entries[h] = 1
+            refs.append(h)
+            self._shared_tokens[request_id] = self._shared_tokens.get(request_id, 0) + self.hash_block_tokens
+
+    def cached_prefix_entries(self, hashes) -> int:
+        """How many leading entries of `hashes` are cached on the device (for routing; no side effects)."""
+        if not self.prefix_caching:
+            return 0
+        n = 0
+        for h in hashes:
+            if int(h) not in self._entries:
+                break
+            n += 1
+        return n
+
+    @property
+    def cached_entries(self) -> int:
+        return len(self._entries)

@@ -38,6 +38,8 @@ def advance(batch: ScheduledBatch, now: float, kv: BlockManager, running: list[S
     samples one output token (its first at the end of the prefill); finished requests free their KV."""
     finished = []
     for req, n in batch.items:
+        if req.num_computed_tokens < req.prompt_tokens <= req.num_computed_tokens + n:
+            kv.publish(req.request_id, req.prefix_hashes, req.prompt_tokens)
         req.num_computed_tokens += n
         if req.num_computed_tokens == known_tokens(req):
             req.num_output_tokens += 1
@@ -52,3 +54,19 @@ def advance(batch: ScheduledBatch, now: float, kv: BlockManager, running: list[S
         done = {r.request_id for r in finished}
         running[:] = [r for r in running if r.request_id not in done]
     return finished
+
+
+def match_prefix(kv: BlockManager, req: SimRequest) -> float:
+    """On (re)admission of a request with nothing computed: skip the cached part of its prompt. Returns the
+    seconds needed to load second-tier entries (0 when none). Undo with `kv.free(req.request_id)` and
+    `req.num_computed_tokens = req.cached_tokens = 0` if the request is not admitted after all."""
+    if req.num_computed_tokens or req.prefix_hashes is None:
+        return 0.0
+    cached, load_s = kv.match_prefix(req.request_id, req.prefix_hashes, req.prompt_tokens)
+    req.num_computed_tokens = req.cached_tokens = cached
+    return load_s
+
+
+def unmatch_prefix(kv: BlockManager, req: SimRequest) -> None:
+    kv.free(req.request_id)
+    req.num_computed_tokens = req.cached_tokens = 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections import deque
 
 from sim.instance.batch import ScheduledBatch, known_tokens
-from sim.instance.batching.base import advance
+from sim.instance.batching.base import advance, match_prefix, unmatch_prefix
 from sim.instance.kv_cache import BlockManager
 from sim.instance.request_state import SimRequest
 
@@ -58,21 +58,26 @@ class ContinuousBatching:
                 i += 1
                 continue
             break  # the request itself was preempted: it was the last in `running`
+        load_s = 0.0
         if not preempted:
             while self.waiting and len(self.running) < self.max_num_seqs and budget > 0:
                 req = self.waiting[0]
+                fresh = req.num_computed_tokens == 0
+                req_load_s = match_prefix(self.kv, req) if fresh else 0.0
                 n = known_tokens(req) - req.num_computed_tokens
-                if n > budget:
-                    if not self.chunked_prefill:
-                        break
-                    n = budget
-                if not self.kv.grow(req.request_id, req.num_computed_tokens + n):
+                if n > budget and not self.chunked_prefill:
+                    n = 0
+                n = min(n, budget)
+                if n == 0 or not self.kv.grow(req.request_id, req.num_computed_tokens + n):
+                    if fresh:
+                        unmatch_prefix(self.kv, req)
                     break
                 self.waiting.popleft()
                 self.running.append(req)
                 items.append((req, n))
                 budget -= n
-        return ScheduledBatch(items) if items else None
+                load_s += req_load_s
+        return ScheduledBatch(items, load_s) if items else None
 
     def update_from_output(self, batch: ScheduledBatch, now: float) -> list[SimRequest]:
         return advance(batch, now, self.kv, self.running)

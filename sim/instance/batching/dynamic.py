@@ -88,15 +88,18 @@ class DynamicBatching:
         bucket = next(b for b in length_buckets(list(self.waiting), self.max_batch_size, self.max_batch_tokens,
                                                 self.min_batch_size) if oldest in b)
         chosen = []
+        load_s = 0.0
         for r in sorted(bucket, key=lambda r: r.enqueued_s):
-            if reserve(self.kv, r):
+            got = reserve(self.kv, r)
+            if got is not None:
                 chosen.append(r)
+                load_s += got
         if not chosen:
             return None
         ids = {r.request_id for r in chosen}
         self.waiting = deque(r for r in self.waiting if r.request_id not in ids)
         self.running = chosen
-        return run_to_completion_step(self.running)
+        return run_to_completion_step(self.running, load_s)
 
     def update_from_output(self, batch: ScheduledBatch, now: float) -> list[SimRequest]:
         return advance(batch, now, self.kv, self.running)

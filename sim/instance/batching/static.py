@@ -10,19 +10,26 @@ from __future__ import annotations
 from collections import deque
 
 from sim.instance.batch import ScheduledBatch, known_tokens
-from sim.instance.batching.base import advance
+from sim.instance.batching.base import advance, match_prefix, unmatch_prefix
 from sim.instance.kv_cache import BlockManager
 from sim.instance.request_state import SimRequest
 
 
-def run_to_completion_step(running: list[SimRequest]) -> ScheduledBatch:
+def run_to_completion_step(running: list[SimRequest], load_s: float = 0.0) -> ScheduledBatch:
     """One iteration of a running request-level batch: each member computes all its pending tokens."""
-    return ScheduledBatch([(r, known_tokens(r) - r.num_computed_tokens) for r in running])
+    return ScheduledBatch([(r, known_tokens(r) - r.num_computed_tokens) for r in running], load_s)
 
 
-def reserve(kv: BlockManager, req: SimRequest) -> bool:
-    """Reserve KV for the request's whole life (prompt + output) up front."""
-    return kv.grow(req.request_id, req.total_tokens)
+def reserve(kv: BlockManager, req: SimRequest) -> float | None:
+    """Reserve KV for the request's whole life (prompt + output) up front, after skipping its cached prefix.
+    Returns the second-tier load seconds, or None (and no change) when it does not fit."""
+    fresh = req.num_computed_tokens == 0
+    load_s = match_prefix(kv, req) if fresh else 0.0
+    if kv.grow(req.request_id, req.total_tokens):
+        return load_s
+    if fresh:
+        unmatch_prefix(kv, req)
+    return None
 
 
 class StaticBatching:
@@ -46,9 +53,14 @@ class StaticBatching:
         deadline = self.waiting[0].enqueued_s + self.timeout_s
         if len(self.waiting) < self.batch_size and now < deadline:
             return deadline
-        while self.waiting and len(self.running) < self.batch_size and reserve(self.kv, self.waiting[0]):
+        load_s = 0.0
+        while self.waiting and len(self.running) < self.batch_size:
+            got = reserve(self.kv, self.waiting[0])
+            if got is None:
+                break
+            load_s += got
             self.running.append(self.waiting.popleft())
-        return run_to_completion_step(self.running) if self.running else None
+        return run_to_completion_step(self.running, load_s) if self.running else None
 
     def update_from_output(self, batch: ScheduledBatch, now: float) -> list[SimRequest]:
         return advance(batch, now, self.kv, self.running)

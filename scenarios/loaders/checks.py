@@ -1,0 +1,75 @@
+"""Shared validation for trace loaders: every problem becomes a one-line `InputError` naming file, line and fix.
+
+Line numbers are the file's own (1-based; a CSV header is line 1, so data row i is line i + 2), so a user can
+jump to them in an editor.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from inferplan.errors import InputError
+
+
+def read_csv_text(path: Path, required: Sequence[str], *, fix_columns: str) -> pd.DataFrame:
+    """Read a headed CSV with every cell as text; reject empty files and missing columns."""
+    try:
+        df = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
+    except pd.errors.EmptyDataError:
+        raise InputError(path, "file", "is empty", f"export the trace with its header ({fix_columns})") from None
+    except (pd.errors.ParserError, UnicodeDecodeError) as err:
+        raise InputError(path, "file", f"is not a readable CSV ({str(err).splitlines()[0]})",
+                         "check the delimiter (comma) and quoting") from None
+    df.columns = [str(c).strip() for c in df.columns]
+    missing = [c for c in required if c not in df.columns]
+    if missing:
+        raise InputError(path, "header", f"missing column {missing[0]!r} (found: {', '.join(df.columns)})",
+                         f"the header must contain {fix_columns}")
+    if len(df) == 0:
+        raise InputError(path, "file", "has a header but no requests", "add at least one data row")
+    return df
+
+
+def numeric(path: Path, values: pd.Series, column: str, *, first_line: int = 2, integer: bool = False,
+            minimum: float | None = 0.0) -> np.ndarray:
+    """Convert a text column to float64 (or int64), naming the first bad cell's line."""
+    x = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    bad = ~np.isfinite(x)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise InputError(path, f"line {i + first_line}, column {column}", f"{values.iloc[i]!r} is not a number",
+                         f"write a number in {column}")
+    if integer:
+        frac = x != np.round(x)
+        if frac.any():
+            i = int(np.argmax(frac))
+            raise InputError(path, f"line {i + first_line}, column {column}", f"{values.iloc[i]!r} is not a whole "
+                             "number of tokens", f"write an integer in {column}")
+    if minimum is not None and (x < minimum).any():
+        i = int(np.argmax(x < minimum))
+        raise InputError(path, f"line {i + first_line}, column {column}", f"{values.iloc[i]} is negative"
+                         if minimum == 0 else f"{values.iloc[i]} is below {minimum:g}",
+                         f"{column} must be >= {minimum:g}; fix or drop the row")
+    return x.astype(np.int64) if integer else x
+
+
+def check_sorted(path: Path, t: np.ndarray, column: str, *, first_line: int = 2, strict: bool = False,
+                 shown: pd.Series | None = None) -> None:
+    """Reject times that go back (or, when `strict`, repeat); `shown` gives the cells as written, for the message."""
+    d = np.diff(t)
+    bad = d <= 0 if strict else d < 0
+    if bad.any():
+        i = int(np.argmax(bad)) + 1
+        what = "repeats" if d[i - 1] == 0 else "goes back in time"
+        now, before = (shown.iloc[i], shown.iloc[i - 1]) if shown is not None else (f"{t[i]:g}", f"{t[i - 1]:g}")
+        raise InputError(path, f"line {i + first_line}, column {column}", f"{what} ({now} after {before})",
+                         f"sort the rows by {column}" + (" and remove duplicates" if strict else ""))
+
+
+def raise_zero_lengths(prompt: np.ndarray, output: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """Lengths of 0 become 1 (a Workload needs ≥ 1 token each side); returns how many rows were raised."""
+    zero = (prompt == 0) | (output == 0)
+    return np.maximum(prompt, 1), np.maximum(output, 1), int(zero.sum())
