@@ -94,7 +94,7 @@ def build_pool(env: simpy.Environment, name: str, p: PoolConfig, run: RunConfig,
             policy = make_policy(run.batching_name, kv, params)
         except (TypeError, ValueError) as err:
             raise InputError(f"conf/batching/{run.batching_name}.yaml", "parameters", str(err), "remove or rename the key") from None
-        instances.append(Instance(env, name, i, policy, kv, cost, on_finish))
+        instances.append(Instance(env, name, i, policy, kv, cost, on_finish, run.fast_forward))
     usd = p.usd_per_hour if p.usd_per_hour is not None else hw.usd_per_hour * p.tp
     max_tokens = min(model.max_context_tokens, mem.num_blocks * mem.block_size_tokens)
     return Pool(name, p, hw, model, mem, cost, float(usd), instances, max_tokens)

@@ -124,12 +124,13 @@ class RunConfig:
     router: dict
     cost: CostConfig
     metrics: MetricsConfig
+    fast_forward: bool = True
 
 
 def load_run_config(cfg) -> RunConfig:
     """Validate a composed config (DictConfig or plain dict) into a `RunConfig`."""
     d = _plain(cfg)
-    allowed = {"seed", "scenario", "batching", "router", "cost", "metrics", "hydra"}
+    allowed = {"seed", "scenario", "batching", "router", "cost", "metrics", "fast_forward", "hydra"}
     unknown = sorted(set(d) - allowed)
     if unknown:
         raise InputError("conf/config.yaml", unknown[0], "unknown top-level key", f"valid keys: {', '.join(sorted(allowed - {'hydra'}))}")
@@ -157,4 +158,5 @@ def load_run_config(cfg) -> RunConfig:
         seed=int(d.get("seed", 0)), scenario=scen, pools=pools, slo=build(SloConfig, scen.slo, f"scenario/{scen.name}: slo"),
         batching_name=bname, batching=batching, router_name=rname, router=router,
         cost=cost, metrics=build(MetricsConfig, d.get("metrics"), "metrics"),
+        fast_forward=bool(d.get("fast_forward", True)),
     )

@@ -6,6 +6,8 @@ for capacity plans (the run's summary calls it `analytical`, with the note `synt
 """
 from __future__ import annotations
 
+import numpy as np
+
 from sim.cost.base import PARTS, BatchShape, StepCost
 
 
@@ -26,6 +28,11 @@ class SyntheticCostModel:
             parts["overhead"] = self.step_time_s + self.per_token_s * n
             cost = self._cache[n] = StepCost(parts["overhead"], parts)
         return cost
+
+    def decode_run(self, batch: BatchShape, steps: int):
+        """`steps` identical decode iterations (the same tokens each): constant step times."""
+        cost = self.step_cost(batch)
+        return np.full(steps, cost.total_s), dict(cost.parts)
 
     def describe(self) -> dict:
         return {"kind": "analytical", "profile": None, "synthetic": {"step_time_s": self.step_time_s,

@@ -7,6 +7,8 @@ were priced from which source, so every run can say what its numbers rest on.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from calibrate.ops import check_dtype, roofline_s
 from calibrate.profile import EfficiencyCurve, Profile
 from inferplan.specs import HardwareSpec
@@ -54,6 +56,18 @@ class OpPricer:
         curve, peak, bw = entry
         scale = self.efficiency_scale.get(op, 1.0)
         return curve.time_s(roofline_s(flops, bytes_, peak, bw) / scale)
+
+    def time_s_array(self, op: str, dtype: str, flops: np.ndarray, bytes_: np.ndarray) -> np.ndarray:
+        """`time_s` over arrays of work (same arithmetic, elementwise); used to price runs of decode steps."""
+        entry = self._cache.get((op, dtype)) or self._resolve(op, dtype)
+        curve, peak, bw = entry
+        scale = self.efficiency_scale.get(op, 1.0)
+        roof = np.maximum(flops / peak, bytes_ / bw) / scale
+        if len(curve.roofline_s) == 1:
+            eff = curve.efficiency[0]
+        else:
+            eff = np.interp(np.log(roof), np.log(np.asarray(curve.roofline_s)), np.asarray(curve.efficiency))
+        return np.where(roof > 0, curve.launch_s + roof / eff, curve.launch_s)
 
     @property
     def kind(self) -> str:

@@ -7,6 +7,8 @@ summed into the named buckets of `sim.cost.base.PARTS`.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from calibrate import ops
 from inferplan.specs import HardwareSpec, ModelSpec
 from sim.cost.base import PARTS, BatchShape, StepCost
@@ -74,9 +76,7 @@ class LayeredCostModel:
                     b.prefill_q_sq_sum, b.prefill_q_ctx_sum, b.prefill_tokens, b.prefill_kv_tokens,
                     int(round(h)), int(round(kv)), d, self.kv_elem_bytes))
             if b.decode_seqs:
-                attn += self.pricer.time_s("attn_decode", self.kvd if self.kvd != "fp8_block" else "fp8",
-                                           *ops.attn_decode_work(b.decode_seqs, b.decode_ctx_sum, int(round(h)),
-                                                                 int(round(kv)), d, self.kv_elem_bytes))
+                attn += self._decode_attention(b.decode_seqs, b.decode_ctx_sum)
             return proj, attn
         # MLA: low-rank Q and KV projections; prefill up-projects the latent cache (non-absorbed), decode
         # absorbs the up-projections into the query and output (two per-head batched GEMMs).
@@ -91,9 +91,21 @@ class LayeredCostModel:
                 int(round(h)), int(round(h)), (nope + rope + v) // 2, 2.0))
         if b.decode_seqs:
             proj += self._gemm(b.decode_seqs, h * rank, nope, "bf16") + self._gemm(b.decode_seqs, h * v, rank, "bf16")
-            attn += self.pricer.time_s("attn_mla_decode", "bf16", *ops.attn_mla_decode_work(
-                b.decode_seqs, b.decode_ctx_sum, int(round(h)), rank, rope, self.kv_elem_bytes))
+            attn += self._decode_attention(b.decode_seqs, b.decode_ctx_sum)
         return proj, attn
+
+    def _decode_attention(self, seqs: int, ctx_sum, vectorized: bool = False):
+        """One layer's decode attention for `seqs` sequences with `ctx_sum` cached tokens in all (scalar, or an
+        array of context sums priced elementwise with the same arithmetic)."""
+        m, tp = self.m, self.tp
+        h = int(round(m.num_heads / tp))
+        price = self.pricer.time_s_array if vectorized else self.pricer.time_s
+        if m.attention_kind == "gqa":
+            kv = int(round(max(1.0, m.num_kv_heads / tp)))
+            return price("attn_decode", self.kvd if self.kvd != "fp8_block" else "fp8",
+                         *ops.attn_decode_work(seqs, ctx_sum, h, kv, m.head_dim, self.kv_elem_bytes))
+        return price("attn_mla_decode", "bf16", *ops.attn_mla_decode_work(
+            seqs, ctx_sum, h, m.kv_lora_rank, m.qk_rope_head_dim, self.kv_elem_bytes))
 
     def _ffn_layer(self, T: float, moe: bool) -> tuple[float, float]:
         """(dense GEMM seconds, MoE GEMM seconds) of one layer's feed-forward block."""
@@ -122,6 +134,20 @@ class LayeredCostModel:
         return self.pricer.time_s("elementwise", "bf16", *ops.elementwise_work(elements))
 
     # -- the iteration ----------------------------------------------------------------------------------------
+    def decode_run(self, b: BatchShape, steps: int) -> tuple[np.ndarray, dict[str, np.ndarray | float]]:
+        """Step times of `steps` consecutive decode-only iterations of the same sequences, the first of shape
+        `b`, each later one with every context one token longer; and the parts per step (arrays or constants).
+        Element j equals `step_cost(shape_j).total_s` (same operations in the same order)."""
+        first = self.step_cost(b)
+        ctx = b.decode_ctx_sum + b.decode_seqs * np.arange(steps, dtype=np.float64)
+        attention = self._decode_attention(b.decode_seqs, ctx, vectorized=True) * self.m.num_layers
+        parts: dict[str, np.ndarray | float] = dict(first.parts)
+        parts["attention"] = attention
+        total = attention
+        for name in PARTS[1:]:
+            total = total + parts[name]
+        return total, parts
+
     def step_cost(self, b: BatchShape) -> StepCost:
         cached = self._cache.get(b)
         if cached is not None:

@@ -1,11 +1,16 @@
 """One serving instance as a SimPy process: form a batch, price it, wait its time, apply it, repeat."""
 from __future__ import annotations
 
+import bisect
+import itertools
+
+import numpy as np
 import simpy
 
 from sim.cost.base import PARTS, CostModel, StepCost
 from sim.instance.batch import ScheduledBatch
 from sim.instance.batching import BatchingPolicy
+from sim.instance.batching.base import bulk_decode
 from sim.instance.kv_cache import BlockManager
 from sim.instance.request_state import SimRequest
 
@@ -18,10 +23,11 @@ class Instance:
     """
 
     def __init__(self, env: simpy.Environment, pool: str, index: int, policy: BatchingPolicy, kv: BlockManager,
-                 cost: CostModel, on_finish) -> None:
+                 cost: CostModel, on_finish, fast_forward: bool = True) -> None:
         self.env, self.pool, self.index = env, pool, index
         self.policy, self.kv, self.cost = policy, kv, cost
         self.on_finish = on_finish
+        self.fast_forward = fast_forward  # price runs of identical decode iterations in one event
         self.busy_s = 0.0
         self.iterations = 0
         self.parts_s = dict.fromkeys(PARTS, 0.0)
@@ -52,6 +58,10 @@ class Instance:
                     yield self._wakeup | env.timeout(max(0.0, out - env.now))
                 self._wakeup = None
                 continue
+            steps = self.policy.steady_steps(out) if self.fast_forward else 0
+            if steps >= 2:
+                yield from self._decode_run(out, steps)
+                continue
             cost = self.cost.step_cost(out.shape)
             if out.load_s:
                 parts = dict(cost.parts)
@@ -59,12 +69,40 @@ class Instance:
                 cost = StepCost(cost.total_s + out.load_s, parts)
             start = env.now
             yield env.timeout(cost.total_s)
-            if env.now < start or start < self.last_step_end_s:
-                self.clock_ok = False
-            self.last_step_end_s = env.now
-            self.busy_s += cost.total_s
-            self.iterations += 1
-            for k, v in cost.parts.items():
-                self.parts_s[k] += v
+            self._account(start, cost.total_s, 1, cost.parts)
             for req in self.policy.update_from_output(out, env.now):
                 self.on_finish(req)
+
+    def _account(self, start_s: float, busy_s: float, iterations: int, parts: dict) -> None:
+        if self.env.now < start_s or start_s < self.last_step_end_s:
+            self.clock_ok = False
+        self.last_step_end_s = self.env.now
+        self.busy_s += busy_s
+        self.iterations += iterations
+        for k, v in parts.items():
+            self.parts_s[k] += v
+
+    def _decode_run(self, batch: ScheduledBatch, steps: int):
+        """Price `steps` identical-membership decode iterations in one event (exactly what stepping one by one
+        gives). An arrival interrupts the run: the iteration in progress finishes, the ones after it are not
+        taken, and the new request can join at that boundary, as it would when stepping."""
+        env = self.env
+        totals, parts = self.cost.decode_run(batch.shape, steps)
+        start = env.now
+        ends = list(itertools.accumulate(totals.tolist(), initial=start))[1:]
+        self._wakeup = env.event()
+        done = env.timeout(ends[-1] - start)
+        yield done | self._wakeup
+        self._wakeup = None
+        if done.processed or env.now >= ends[-1]:
+            m = steps
+        else:
+            m = bisect.bisect_left(ends, env.now) + 1
+            if env.now < ends[m - 1]:
+                yield env.timeout(ends[m - 1] - env.now)
+        bulk_decode(batch.items, m - 1, self.kv)
+        applied = {k: (float(v[:m].sum()) if isinstance(v, np.ndarray) else v * m) for k, v in parts.items()}
+        self._account(start, float(totals[:m].sum()), m, applied)
+        last = ScheduledBatch(batch.items)
+        for req in self.policy.update_from_output(last, env.now):
+            self.on_finish(req)

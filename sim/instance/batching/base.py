@@ -70,3 +70,35 @@ def match_prefix(kv: BlockManager, req: SimRequest) -> float:
 def unmatch_prefix(kv: BlockManager, req: SimRequest) -> None:
     kv.free(req.request_id)
     req.num_computed_tokens = req.cached_tokens = 0
+
+
+def steady_decode_steps(batch: ScheduledBatch, kv: BlockManager) -> int:
+    """How many iterations, starting with `batch`, repeat the same decode-only membership with no finish before
+    the last of them and with KV growth that fits the free blocks (so no eviction or preemption can occur):
+    the run an instance may price in one event. 0 or 1 means step normally. The caller guarantees that nothing
+    can join in between (no admissible waiting request) until it is interrupted by an arrival."""
+    items = batch.items
+    if batch.shape.prefill_seqs or batch.load_s:
+        return 0
+    steps = min(req.output_tokens - req.num_output_tokens for req, _ in items)
+    if steps < 2:
+        return 0
+    free = kv.free_blocks
+    while steps >= 2:
+        # KV after `steps` iterations: each request holds tokens up to num_computed + steps.
+        need = sum(kv._own_blocks_for(req.request_id, req.num_computed_tokens + steps) - kv.held(req.request_id)
+                   for req, _ in items)
+        if need <= free:
+            return steps
+        steps //= 2
+    return 0
+
+
+def bulk_decode(items: list[tuple[SimRequest, int]], steps: int, kv: BlockManager) -> None:
+    """Apply `steps` decode iterations at once (none of which finishes a request): each request computes and
+    emits `steps` tokens; KV grows accordingly (guaranteed to fit by `steady_decode_steps`)."""
+    for req, _ in items:
+        req.num_computed_tokens += steps
+        req.num_output_tokens += steps
+        ok = kv.grow(req.request_id, req.num_computed_tokens + 1)
+        assert ok, "INV-2: bulk decode outgrew the KV blocks it checked"

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections import deque
 
 from sim.instance.batch import ScheduledBatch, known_tokens
-from sim.instance.batching.base import advance, match_prefix, unmatch_prefix
+from sim.instance.batching.base import advance, match_prefix, steady_decode_steps, unmatch_prefix
 from sim.instance.kv_cache import BlockManager
 from sim.instance.request_state import SimRequest
 
@@ -78,6 +78,14 @@ class ContinuousBatching:
                 budget -= n
                 load_s += req_load_s
         return ScheduledBatch(items, load_s) if items else None
+
+    def steady_steps(self, batch: ScheduledBatch) -> int:
+        """Decode iterations that can be priced at once: only when no waiting request could join."""
+        if self.waiting and len(self.running) < self.max_num_seqs:
+            return 0
+        if len(batch.items) != len(self.running):
+            return 0
+        return steady_decode_steps(batch, self.kv)
 
     def update_from_output(self, batch: ScheduledBatch, now: float) -> list[SimRequest]:
         return advance(batch, now, self.kv, self.running)

@@ -14,7 +14,7 @@ import math
 from collections import deque
 
 from sim.instance.batch import ScheduledBatch
-from sim.instance.batching.base import advance
+from sim.instance.batching.base import advance, steady_decode_steps
 from sim.instance.batching.static import reserve, run_to_completion_step
 from sim.instance.kv_cache import BlockManager
 from sim.instance.request_state import SimRequest
@@ -100,6 +100,10 @@ class DynamicBatching:
         self.waiting = deque(r for r in self.waiting if r.request_id not in ids)
         self.running = chosen
         return run_to_completion_step(self.running, load_s)
+
+    def steady_steps(self, batch: ScheduledBatch) -> int:
+        """A running request-level batch admits nobody: its decode iterations can be priced at once."""
+        return steady_decode_steps(batch, self.kv)
 
     def update_from_output(self, batch: ScheduledBatch, now: float) -> list[SimRequest]:
         return advance(batch, now, self.kv, self.running)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import deque
 
 from sim.instance.batch import ScheduledBatch, known_tokens
-from sim.instance.batching.base import advance, match_prefix, unmatch_prefix
+from sim.instance.batching.base import advance, match_prefix, steady_decode_steps, unmatch_prefix
 from sim.instance.kv_cache import BlockManager
 from sim.instance.request_state import SimRequest
 
@@ -61,6 +61,10 @@ class StaticBatching:
             load_s += got
             self.running.append(self.waiting.popleft())
         return run_to_completion_step(self.running, load_s) if self.running else None
+
+    def steady_steps(self, batch: ScheduledBatch) -> int:
+        """A running request-level batch admits nobody: its decode iterations can be priced at once."""
+        return steady_decode_steps(batch, self.kv)
 
     def update_from_output(self, batch: ScheduledBatch, now: float) -> list[SimRequest]:
         return advance(batch, now, self.kv, self.running)

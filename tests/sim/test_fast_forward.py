@@ -1,0 +1,35 @@
+"""Pricing runs of decode iterations in one event gives the same results as stepping one iteration at a time."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sim.run import simulate
+
+from tests.sim.helpers import poisson_workload, run_config
+
+
+@pytest.mark.parametrize("batching", ["continuous", "chunked_prefill", "static", "dynamic"])
+def test_fast_forward_equals_stepping(batching):
+    wl = poisson_workload(400, rate_per_s=15.0, seed=11, prompt_median=300, output_median=80)
+    common = [f"batching={batching}", "scenario.pools.main.instances=2"]
+    fast = simulate(run_config(*common, "fast_forward=true"), wl)
+    slow = simulate(run_config(*common, "fast_forward=false"), wl)
+    for col in ("first_token_s", "finish_s", "ttft_s", "e2e_s"):
+        np.testing.assert_allclose(fast.requests[col], slow.requests[col], rtol=0, atol=1e-9, err_msg=col)
+    for col in ("status", "instance", "preemptions"):
+        assert list(fast.requests[col]) == list(slow.requests[col]), col
+    pf, ps = fast.summary["pools"]["main"], slow.summary["pools"]["main"]
+    assert pf["iterations"] == ps["iterations"]
+    for part, v in ps["time_breakdown_s"].items():
+        assert pf["time_breakdown_s"][part] == pytest.approx(v, rel=1e-9, abs=1e-12)
+
+
+def test_fast_forward_under_kv_pressure_equals_stepping():
+    wl = poisson_workload(150, rate_per_s=30.0, seed=5, prompt_median=200, output_median=100)
+    common = ["scenario.pools.main.instances=1", "+scenario.pools.main.num_gpu_blocks_override=120"]
+    fast = simulate(run_config(*common, "fast_forward=true"), wl)
+    slow = simulate(run_config(*common, "fast_forward=false"), wl)
+    assert slow.requests["preemptions"].sum() > 0  # the case exercises preemption
+    np.testing.assert_allclose(fast.requests["finish_s"], slow.requests["finish_s"], rtol=0, atol=1e-9)
+    assert list(fast.requests["preemptions"]) == list(slow.requests["preemptions"])
