@@ -4,40 +4,23 @@ Data flow: workload rows -> arrival process (+ front-end overhead) -> admission 
 """
 from __future__ import annotations
 
-import dataclasses
 from collections import deque
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import simpy
 
-from calibrate.profile import load_profile
 from inferplan.errors import InputError
 from inferplan.specs import HardwareSpec, ModelSpec, load_hardware, load_model
 from scenarios.workload import Workload
 from sim.config import PoolConfig, RunConfig
-from sim.cost.constant import SyntheticCostModel
-from sim.cost.memory import MemoryPlan, plan_memory
-from sim.cost.pricer import OpPricer
-from sim.cost.roofline import LayeredCostModel
+from sim.cost.base import CostModel
+from sim.cost.factory import build_pool_pricing
+from sim.cost.memory import MemoryPlan
 from sim.instance.batching import make_policy
 from sim.instance.instance import Instance
 from sim.instance.kv_cache import BlockManager
 from sim.instance.request_state import SimRequest
 from sim.router import make_router
-
-PROFILES_DIR = Path(__file__).resolve().parent.parent / "calibrate" / "profiles"
-
-
-def resolve_profile(setting: str, hw: HardwareSpec):
-    """The measured profile a pool uses: `auto` takes calibrate/profiles/<hardware>.parquet if it exists."""
-    if setting == "analytical":
-        return None
-    if setting == "auto":
-        path = PROFILES_DIR / f"{hw.name}.parquet"
-        return load_profile(path, expected_hardware=hw.name) if path.is_file() else None
-    return load_profile(setting, expected_hardware=hw.name)
-
 
 @dataclass
 class Pool:
@@ -46,10 +29,11 @@ class Pool:
     hardware: HardwareSpec
     model: ModelSpec
     memory: MemoryPlan
-    cost: LayeredCostModel | SyntheticCostModel
+    cost: CostModel
     usd_per_hour: float
     instances: list[Instance]
     max_request_tokens: int
+    devices_per_instance: int = 1
     completed: int = 0
     held: deque = field(default_factory=deque)  # requests queued at the router (all instances at their cap)
 
@@ -59,30 +43,13 @@ def build_pool(env: simpy.Environment, name: str, p: PoolConfig, run: RunConfig,
     hw, model = load_hardware(p.hardware), load_model(p.model)
     batching = {**run.batching, **(p.batching or {})}
     token_budget = int(batching.get("token_budget", 8192))
-    mem = plan_memory(model, hw, tp=p.tp, weights_dtype=p.weights_dtype, kv_dtype=p.kv_dtype,
-                      block_size_tokens=p.block_size_tokens, gpu_memory_utilization=p.gpu_memory_utilization,
-                      token_budget=token_budget, fixed_reserve_bytes=p.runtime_reserve_bytes)
     where = f"scenario/{run.scenario.name}: pools.{name}"
-    if p.num_gpu_blocks_override is not None:
-        mem = dataclasses.replace(mem, num_blocks=int(p.num_gpu_blocks_override))
-    if not mem.fits:
-        raise InputError(where, "tp", f"{model.name} ({mem.weight_bytes / 1e9:.1f} GB of {p.weights_dtype} weights) "
-                         f"does not fit {p.tp} x {hw.name} ({mem.usable_bytes / 1e9:.1f} GB usable) with room for KV",
-                         "raise tp, use a smaller weights_dtype, or pick larger hardware")
+    pricing = build_pool_pricing(model, hw, p, run.cost, token_budget=token_budget, where=where)
+    mem, cost = pricing.memory, pricing.cost
     if run.batching_name == "continuous" and token_budget < min(model.max_context_tokens, mem.num_blocks * mem.block_size_tokens):
         raise InputError(where, "batching.token_budget", f"{token_budget} is below the model's context "
                          f"({model.max_context_tokens}): long prompts could never be scheduled whole",
                          "raise token_budget or use batching=chunked_prefill")
-    if run.cost.kind == "constant":
-        cost = SyntheticCostModel(run.cost.step_time_s, run.cost.per_token_s)
-    else:
-        profile = resolve_profile(run.cost.profile, hw)
-        try:
-            pricer = OpPricer(hw, run.cost.efficiency, run.cost.launch_s, profile, run.cost.efficiency_scale)
-        except ValueError as err:
-            raise InputError("conf/cost", "efficiency_scale", str(err), "give positive multipliers") from None
-        cost = LayeredCostModel(model, hw, pricer, tp=p.tp, weights_dtype=p.weights_dtype, kv_dtype=p.kv_dtype,
-                                step_overhead_s=run.cost.step_overhead_s, link_efficiency=run.cost.link_efficiency)
     params = {k: v for k, v in batching.items()}
     instances = []
     for i in range(p.instances):
@@ -97,7 +64,7 @@ def build_pool(env: simpy.Environment, name: str, p: PoolConfig, run: RunConfig,
         instances.append(Instance(env, name, i, policy, kv, cost, on_finish, run.fast_forward))
     usd = p.usd_per_hour if p.usd_per_hour is not None else hw.usd_per_hour * p.tp
     max_tokens = min(model.max_context_tokens, mem.num_blocks * mem.block_size_tokens)
-    return Pool(name, p, hw, model, mem, cost, float(usd), instances, max_tokens)
+    return Pool(name, p, hw, model, mem, cost, float(usd), instances, max_tokens, pricing.devices_per_instance)
 
 
 class Cluster:

@@ -67,6 +67,7 @@ class PoolConfig:
     block_size_tokens: int = 16             # vLLM's default KV block size on GPUs
     runtime_reserve_bytes: float = 1.5e9    # per device: CUDA context, NCCL buffers, CUDA graphs (assumption)
     batching: dict | None = None            # per-pool overrides of the batching group's parameters
+    deployment: dict | None = None          # parallelism and serving options beyond tp (see docs/cost-model.md)
     num_gpu_blocks_override: int | None = None  # force the KV capacity per instance (vLLM's option of that name)
     prefix_caching: bool = False            # keep finished prompts' KV blocks for reuse (LRU), vLLM APC / SGLang radix
     kv_tier2_bytes: float = 0.0             # second KV tier per instance (host DRAM or disk); 0 = none

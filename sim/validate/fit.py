@@ -145,45 +145,55 @@ def _clip(x: np.ndarray) -> np.ndarray:
 
 
 def fit(run: RunConfig, measured: MeasuredRun, train: np.ndarray, *, client_limit: int | None = None,
-        max_iterations: int = 8, max_simulations: int = 40) -> FitResult:
-    """Fit `ResidualParams` on the rows of `train`, starting from the values in `run`."""
+        max_simulations: int = 48) -> FitResult:
+    """Fit `ResidualParams` on the rows of `train`, starting from the values in `run`.
+
+    Levenberg-Marquardt with a forward-difference Jacobian at the start, then Broyden rank-1 updates (one
+    simulation per step); the Jacobian is re-measured after three rejected steps in a row. Stops when a step
+    changes every parameter by less than 0.02 ms / 0.5%, or after `max_simulations` (4 of which are kept for
+    `identifiability`).
+    """
     initial = ResidualParams.from_run(run)
     obj = _Objective(run, measured, np.asarray(train, dtype=bool), client_limit)
+    budget = max_simulations - 4
     x = np.array([initial.step_overhead_s * 1e3, *(math.log(initial.scale[f]) for f in FAMILIES)])
     r, f = obj.residuals(x)
     loss0 = loss = float(r @ r)
     history = [{"params": obj.params(x, f).as_dict(), "loss": loss}]
-    lam, it = 1e-2, 0
-    while it < max_iterations and obj.simulations + 4 <= max_simulations - 4:
-        it += 1
+
+    def jacobian(x: np.ndarray, r: np.ndarray) -> np.ndarray:
         jac = np.empty((r.size, x.size))
         for k in range(x.size):
             xk = x.copy()
             xk[k] += FD_STEP[k]
             jac[:, k] = (obj.residuals(xk)[0] - r) / FD_STEP[k]
-        jtj, jtr = jac.T @ jac, jac.T @ r
-        improved = False
-        while obj.simulations < max_simulations - 4:
-            step = np.linalg.solve(jtj + lam * np.diag(np.maximum(np.diag(jtj), 1e-12)), -jtr)
-            x_new = _clip(x + step)
-            r_new, f_new = obj.residuals(x_new)
-            loss_new = float(r_new @ r_new)
-            if loss_new < loss:
-                improved = loss - loss_new > 1e-4 * loss
-                x, r, f, loss = x_new, r_new, f_new, loss_new
-                lam = max(lam / 3.0, 1e-6)
-                history.append({"params": obj.params(x, f).as_dict(), "loss": loss})
-                break
-            lam *= 4.0
-            if lam > 1e6:
-                break
-        if not improved:
+        return jac
+
+    jac, lam, rejected, it = jacobian(x, r), 1e-2, 0, 0
+    while obj.simulations < budget:
+        it += 1
+        jtj = jac.T @ jac
+        step = np.linalg.solve(jtj + lam * np.diag(np.maximum(np.diag(jtj), 1e-9)), -jac.T @ r)
+        x_new = _clip(x + step)
+        dx = x_new - x
+        if np.all(np.abs(dx) < np.array([0.02, 0.005, 0.005])):
             break
+        r_new, f_new = obj.residuals(x_new)
+        jac = jac + np.outer(r_new - r - jac @ dx, dx) / float(dx @ dx)  # Broyden
+        loss_new = float(r_new @ r_new)
+        if loss_new < loss:
+            x, r, f, loss = x_new, r_new, f_new, loss_new
+            lam, rejected = max(lam / 3.0, 1e-6), 0
+            history.append({"params": obj.params(x, f).as_dict(), "loss": loss})
+        else:
+            lam, rejected = lam * 4.0, rejected + 1
+            if rejected >= 3 and obj.simulations + 3 < budget:
+                jac, rejected = jacobian(x, r), 0
     effect, jitter = identifiability(obj, x, r)
     weak = [name for name, e in effect.items() if e < 2.0 * jitter]
-    return FitResult(params=obj.params(x, f), initial=initial, loss_initial=loss0,
-                     loss_final=loss, iterations=it, simulations=obj.simulations, effect_pct=effect,
-                     jitter_pct=jitter, weakly_identified=weak, history=history)
+    return FitResult(params=obj.params(x, f), initial=initial, loss_initial=loss0, loss_final=loss, iterations=it,
+                     simulations=obj.simulations, effect_pct=effect, jitter_pct=jitter, weakly_identified=weak,
+                     history=history)
 
 
 def identifiability(obj: "_Objective", x: np.ndarray, r: np.ndarray) -> tuple[dict, float]:
