@@ -6,7 +6,10 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from inferplan.errors import InputError
 from scenarios import build_workload
+from scenarios.rng import stream
+from scenarios.transforms import scale_rate
 from sim.compose import compose_config
 from sim.config import load_run_config
 from sim.results import write_run
@@ -16,12 +19,23 @@ from sim.run import simulate
 def run_composed(cfg, run_dir: str | Path, progress: Callable[[float], None] | None = None) -> tuple[dict, Path]:
     """Validate a composed config, simulate it and write the run folder; returns (summary, folder)."""
     run = load_run_config(cfg)
-    workload = build_workload(run.scenario.traffic, run.seed)
+    workload = scenario_workload(run)
     if progress is None:
         progress = _terminal_progress(run.metrics.progress)
     result = simulate(run, workload, progress)
     out = write_run(result, run_dir)
     return result.summary, out
+
+
+def scenario_workload(run):
+    """The scenario's requests, with `scenario.load_multiplier` applied (rate scaling from its own stream)."""
+    workload = build_workload(run.scenario.traffic, run.seed)
+    m = run.scenario.load_multiplier
+    if m <= 0:
+        raise InputError(f"scenario/{run.scenario.name}", "load_multiplier", f"must be > 0, got {m}", "use e.g. 1.5")
+    if m != 1.0:
+        workload = scale_rate(workload, m, stream(run.seed, "load_multiplier"))
+    return workload
 
 
 def run_scenario(scenario: str, overrides: list[str], run_dir: Path,
@@ -35,6 +49,7 @@ def run_scenario(scenario: str, overrides: list[str], run_dir: Path,
     run_dir = Path(run_dir)
     (run_dir / ".hydra").mkdir(parents=True, exist_ok=True)
     (run_dir / ".hydra" / "config.yaml").write_text(OmegaConf.to_yaml(cfg))
+    (run_dir / ".hydra" / "overrides.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create([f"scenario={scenario}", *overrides])))
     _, out = run_composed(cfg, run_dir, progress or (lambda f: None))
     return out
 

@@ -90,6 +90,7 @@ class ScenarioConfig:
     description: str = ""
     frontend_overhead_s: float = 0.0
     drain_timeout_s: float = 600.0
+    load_multiplier: float = 1.0            # scales the arrival rate (thinning below 1, superposition above)
 
 
 @dataclass(frozen=True)

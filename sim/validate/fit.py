@@ -148,10 +148,11 @@ def fit(run: RunConfig, measured: MeasuredRun, train: np.ndarray, *, client_limi
         max_simulations: int = 48) -> FitResult:
     """Fit `ResidualParams` on the rows of `train`, starting from the values in `run`.
 
-    Levenberg-Marquardt with a forward-difference Jacobian at the start, then Broyden rank-1 updates (one
-    simulation per step); the Jacobian is re-measured after three rejected steps in a row. Stops when a step
-    changes every parameter by less than 0.02 ms / 0.5%, or after `max_simulations` (4 of which are kept for
-    `identifiability`).
+    Damped Gauss-Newton: each iteration measures the Jacobian by central differences with wide steps
+    (`FD_STEP`: wide enough that the simulation's jitter is small against the change), solves the
+    Levenberg-Marquardt system and accepts the step if the loss falls, else halves it (twice at most).
+    Stops when an accepted step moves every parameter by less than a quarter of its difference step, when no
+    step helps, or after `max_simulations` (4 of them kept for `identifiability`).
     """
     initial = ResidualParams.from_run(run)
     obj = _Objective(run, measured, np.asarray(train, dtype=bool), client_limit)
@@ -160,35 +161,32 @@ def fit(run: RunConfig, measured: MeasuredRun, train: np.ndarray, *, client_limi
     r, f = obj.residuals(x)
     loss0 = loss = float(r @ r)
     history = [{"params": obj.params(x, f).as_dict(), "loss": loss}]
-
-    def jacobian(x: np.ndarray, r: np.ndarray) -> np.ndarray:
+    it = 0
+    while obj.simulations + x.size + 1 <= budget:
+        it += 1
         jac = np.empty((r.size, x.size))
         for k in range(x.size):
-            xk = x.copy()
-            xk[k] += FD_STEP[k]
-            jac[:, k] = (obj.residuals(xk)[0] - r) / FD_STEP[k]
-        return jac
-
-    jac, lam, rejected, it = jacobian(x, r), 1e-2, 0, 0
-    while obj.simulations < budget:
-        it += 1
+            e = np.zeros_like(x)
+            e[k] = FD_STEP[k]
+            jac[:, k] = (obj.residuals(x + e)[0] - r) / FD_STEP[k]
         jtj = jac.T @ jac
-        step = np.linalg.solve(jtj + lam * np.diag(np.maximum(np.diag(jtj), 1e-9)), -jac.T @ r)
-        x_new = _clip(x + step)
-        dx = x_new - x
-        if np.all(np.abs(dx) < np.array([0.02, 0.005, 0.005])):
+        step = np.linalg.solve(jtj + 1e-3 * np.diag(np.maximum(np.diag(jtj), 1e-9)), -jac.T @ r)
+        accepted = False
+        for _ in range(3):
+            x_new = _clip(x + step)
+            if obj.simulations >= budget:
+                break
+            r_new, f_new = obj.residuals(x_new)
+            loss_new = float(r_new @ r_new)
+            if loss_new < loss:
+                accepted = True
+                small = np.all(np.abs(x_new - x) < FD_STEP / 4)
+                x, r, f, loss = x_new, r_new, f_new, loss_new
+                history.append({"params": obj.params(x, f).as_dict(), "loss": loss})
+                break
+            step = step / 2
+        if not accepted or small:
             break
-        r_new, f_new = obj.residuals(x_new)
-        jac = jac + np.outer(r_new - r - jac @ dx, dx) / float(dx @ dx)  # Broyden
-        loss_new = float(r_new @ r_new)
-        if loss_new < loss:
-            x, r, f, loss = x_new, r_new, f_new, loss_new
-            lam, rejected = max(lam / 3.0, 1e-6), 0
-            history.append({"params": obj.params(x, f).as_dict(), "loss": loss})
-        else:
-            lam, rejected = lam * 4.0, rejected + 1
-            if rejected >= 3 and obj.simulations + 3 < budget:
-                jac, rejected = jacobian(x, r), 0
     effect, jitter = identifiability(obj, x, r)
     weak = [name for name, e in effect.items() if e < 2.0 * jitter]
     return FitResult(params=obj.params(x, f), initial=initial, loss_initial=loss0, loss_final=loss, iterations=it,

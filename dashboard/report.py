@@ -1,0 +1,152 @@
+"""The review's record: one self-contained HTML file for a run, a sweep or a plan.
+
+    python -m dashboard.report runs/smoke/2026-11-30_10-00-00            # writes <folder>/report.html
+    python -m dashboard.report multirun/2026-11-30/10-00-00 -o sweep.html
+
+KPIs with SLO verdicts, the charts (inline SVG), tables, configuration and provenance: what the app shows, in a
+file that opens anywhere without a network. The app's download buttons call the same builders. A folder that is
+not a complete run, sweep or plan prints one line and exits with status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from dashboard import charts, compare, figures, htmlkit as hk
+from dashboard.calibration import flat_items
+from dashboard.data import RunData, open_run, read_plan
+from dashboard.kpis import kpis, overall_verdict, slo_rows
+from inferplan.errors import InputError, exit_on_input_error
+
+
+def _stamp() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def verdict_text(summary: dict) -> str:
+    verdict = overall_verdict(summary)
+    if verdict is None:
+        return "This run states no SLO."
+    if verdict:
+        return "Every SLO is met."
+    missed = [k.label for k in kpis(summary) if k.met is False]
+    return "SLO missed: " + ", ".join(missed) + "."
+
+
+def provenance_rows(run: RunData) -> list[tuple[str, object]]:
+    s = run.summary
+    rows = [("run folder", run.path.resolve()), ("scenario", s.get("scenario")), ("seed", s.get("seed")),
+            ("simulated duration (s)", s.get("simulated_duration_s")), ("wall time (s)", s.get("wall_time_s"))]
+    rows += [(f"cost model {k}", v) for k, v in flat_items(s.get("cost_model") or {})]
+    rows += [(f"invariant {k}", v) for k, v in (s.get("invariants") or {}).items()]
+    return rows + [("report written", _stamp())]
+
+
+def run_sections(run: RunData) -> list[str]:
+    """The body of a run's report."""
+    s = run.summary
+    frames = figures.run_frames(run)
+    body = [f"<h1>inferplan review: {hk.esc(run.scenario)}</h1>",
+            f'<p class="sub">{hk.esc(run.path)} · written {_stamp()}</p>',
+            hk.banner(overall_verdict(s), verdict_text(s)), "<h2>Key figures</h2>", hk.kpi_cards(kpis(s))]
+    rows = slo_rows(s)
+    body += ["<h2>SLO verdicts</h2>", hk.table(pd.DataFrame(rows)) if rows else
+             '<p class="note">The scenario sets no SLO targets.</p>']
+    body.append("<h2>Charts</h2>")
+    for fig in figures.run_charts(run, frames):
+        body.append(f"<h3>{hk.esc(fig.title)}</h3>")
+        body.append(hk.chart(fig.chart, fig.title) if fig.chart is not None else "")
+        if fig.note:
+            body.append(f'<p class="note">{hk.esc(fig.note)}</p>')
+    body += ["<h2>Pools</h2>", hk.table(frames.costs), "<h2>Requests not served</h2>", hk.table(frames.unserved)]
+    body += ["<h2>Configuration</h2>"]
+    if run.overrides:
+        body.append("<p>Overrides: <code>" + hk.esc(" ".join(run.overrides)) + "</code></p>")
+    body.append(f"<pre>{hk.esc(run.config_yaml)}</pre>" if run.config_yaml else
+                '<p class="note">No <code>.hydra/config.yaml</code> in this run.</p>')
+    body += ["<h2>Provenance</h2>", hk.pairs(provenance_rows(run))]
+    return body
+
+
+def comparison_sections(df: pd.DataFrame, title: str, source: str, notes: list[str],
+                        cost: str = "usd_per_million_output_tokens", latency: str = "ttft_p99_s") -> list[str]:
+    """The body of a comparison (a sweep, a plan's sweep, or runs chosen in the app)."""
+    body = [f"<h1>{hk.esc(title)}</h1>", f'<p class="sub">{hk.esc(source)} · {len(df)} configurations · '
+            f"written {_stamp()}</p>"]
+    if df.empty:
+        return body + ['<p class="note">Nothing to compare.</p>'] + [f"<p>{hk.esc(n)}</p>" for n in notes]
+    cost = cost if cost in df else next((c for c in compare.COSTS if c in df), cost)
+    latency = latency if latency in df else next((c for c in compare.LATENCIES if c in df), latency)
+    ann = compare.annotate(df, cost, latency)
+    best = ann[ann["cheapest"]]
+    if not best.empty:
+        row = best.iloc[0]
+        body.append(hk.banner(True, f"Cheapest configuration meeting the SLO: {row['label']} "
+                                    f"({compare.COSTS.get(cost, cost)}: {row[cost]:,.3f})"))
+    else:
+        body.append(hk.banner(False if ann["meets_slo"].notna().any() else None,
+                              "No configuration meets the SLO." if ann["meets_slo"].notna().any()
+                              else "The runs state no SLO verdicts."))
+    body += ["<h2>Side by side</h2>", hk.table(compare.display_table(ann))]
+    if cost in ann and latency in ann:
+        lat_title, scale, target = compare.LATENCIES[latency]
+        slo = ann[target].dropna().iloc[0] if target and target in ann and ann[target].notna().any() else None
+        body += ["<h2>Cost against latency</h2>", hk.chart(charts.pareto(
+            ann, cost, compare.COSTS[cost], latency, lat_title, scale, slo), "Pareto frontier")]
+    bars = compare.bars_long(ann, ["ttft_p99_s", "tpot_p99_s", "attainment", "usd_per_million_output_tokens"])
+    if not bars.empty:
+        body += ["<h2>Metrics per configuration</h2>", hk.chart(charts.metric_bars(bars), "Side by side")]
+    overrides = compare.override_columns(df.drop(columns=["label"], errors="ignore"))
+    if overrides:
+        body += ["<h2>Configuration</h2>", hk.table(df[["label", *overrides]].astype(str))]
+    if notes:
+        body += ["<h2>Jobs that could not be read</h2>"] + [f"<p>{hk.esc(n)}</p>" for n in notes]
+    return body
+
+
+def build(folder: Path) -> str:
+    """The HTML report of a run, sweep or plan folder; `InputError` when it is none of them (or broken)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise InputError(folder, "folder", "not found", "give a run, sweep or plan folder")
+    if (folder / "plan.json").is_file():
+        plan = read_plan(folder)
+        body = ["<h1>inferplan plan</h1>", f'<p class="sub">{hk.esc(folder)} · written {_stamp()}</p>',
+                "<h2>Plan</h2>", hk.pairs(flat_items(plan))]
+        if (folder / "sweep.parquet").is_file():
+            df, notes = compare.sweep_frame(folder)
+            body += comparison_sections(df, "Configurations searched", str(folder), notes)[2:]
+        return hk.page(f"inferplan plan: {folder.name}", body)
+    if (folder / "sweep.parquet").is_file():
+        df, notes = compare.sweep_frame(folder)
+        return hk.page(f"inferplan sweep: {folder.name}",
+                       comparison_sections(df, f"inferplan sweep: {folder.name}", str(folder), notes))
+    if not any((folder / name).exists() for name in ("summary.json", "DONE", "timeseries.parquet", ".hydra")):
+        raise InputError(folder, "folder", "is not a run, sweep or plan folder (no summary.json, sweep.parquet or "
+                         "plan.json)", "give a folder written by `python -m sim` or `python -m sim.plan`")
+    run = open_run(folder)
+    return hk.page(f"inferplan review: {run.scenario}", run_sections(run))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m dashboard.report", description=__doc__.split("\n")[0])
+    parser.add_argument("folder", type=Path, help="a run, sweep or plan folder")
+    parser.add_argument("-o", "--output", type=Path, help="HTML file to write (default: <folder>/report.html)")
+    args = parser.parse_args(argv)
+    with exit_on_input_error():
+        text = build(args.folder)
+        out = args.output or args.folder / "report.html"
+        try:
+            out.write_text(text, encoding="utf-8")
+        except OSError as err:
+            raise InputError(out, "output", f"cannot write ({err.strerror})", "choose another path with -o") from None
+    print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,101 @@
+"""Calibration page: measured against fitted op times, the roofline with achieved points, per-op errors, the
+profile's efficiency curves and provenance, and a validation run's figures when there is one."""
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import calibration as cal, charts, ui
+from dashboard.data import explain
+from inferplan.errors import InputError
+
+st.title("Calibration")
+left, right = st.columns(2)
+folders = ui.find_folders((*cal.CALIBRATION_DIRS, *map(str, ui.results_roots())), "measurements.parquet")
+folder = right.selectbox("Calibration run (measurements)", folders, key="cal_folder", index=0 if folders else None,
+                         format_func=str, placeholder="none found",
+                         help="A folder with measurements.parquet and fit.json, searched under calibration/, "
+                              "calibrate/ and the results folders.")
+profiles_dir = right.text_input("Profiles folder", value=str(cal.PROFILES_DIR), key="cal_profiles_dir")
+profiles = cal.list_profiles(Path(profiles_dir), folder)
+profile_path = left.selectbox("Profile", profiles, format_func=str, key="cal_profile",
+                              placeholder="no profiles found", index=0 if profiles else None,
+                              help="The profiles folder's files, then the profile the calibration run wrote.")
+
+if profile_path is None and folder is None:
+    st.info(f"No profile in `{profiles_dir}` and no calibration run (a folder with `measurements.parquet`) under "
+            "`calibration/`, `calibrate/` or the results folders. Run `python -m calibrate hardware=<name> "
+            "model=<name>` to make one.")
+
+profile = measurements = fit = None
+try:
+    if profile_path is not None:
+        profile = cal.load_profile(profile_path)
+    if folder is not None:
+        measurements = cal.load_measurements(folder)
+        fit = cal.load_optional_json(folder / "fit.json")
+except InputError as err:
+    ui.show_error(err)
+    st.stop()
+
+if measurements is not None:
+    rows = measurements.rows
+    for note in measurements.notes:
+        st.warning(f"`{measurements.path}`: {note}; charts that need it are left out.", icon=":material/warning:")
+    curve_rows = cal.on_profile(rows)
+    if len(curve_rows) < len(rows):
+        st.caption(f"Charts show the {len(curve_rows)} points on the profile's curves; the error table covers all "
+                   f"{len(rows)}, library baselines included.")
+    st.subheader("Measured against fitted")
+    fitted = curve_rows.dropna(subset=["predicted_s"]) if "predicted_s" in curve_rows else curve_rows
+    if {"measured_s", "predicted_s"}.issubset(rows.columns) and len(fitted):
+        st.altair_chart(charts.measured_vs_predicted(fitted))
+    elif {"measured_s", "predicted_s"}.issubset(rows.columns):
+        st.info("No point has a fitted time yet (`predicted_s` is empty until the fit runs).")
+    else:
+        st.info("Needs `measured_s` and `predicted_s` columns.")
+    st.subheader("Roofline")
+    points = cal.roofline_points(curve_rows)
+    peaks, bandwidth = cal.peaks_of(profile.provenance if profile else None, fit)
+    if points.empty:
+        st.info("Needs `flops`, `bytes` and `measured_s` columns.")
+    else:
+        lines = cal.roofline_lines(peaks, bandwidth, points["intensity"].min(), points["intensity"].max())
+        if lines.empty:
+            st.caption("No peaks in the profile's provenance or fit.json: achieved points only, without roofs.")
+        st.altair_chart(charts.roofline(points, lines))
+    st.subheader("Error per op")
+    errors = cal.error_table(rows)
+    if errors.empty:
+        st.info("Needs `op`, `measured_s` and `predicted_s` columns.")
+    else:
+        st.dataframe(errors, hide_index=True, column_config={
+            c: st.column_config.NumberColumn(c, format="%.1f") for c in errors.columns if "(%)" in c})
+    if fit:
+        with st.expander("fit.json"):
+            st.json(fit)
+
+if profile is not None:
+    st.subheader(f"Profile {profile.path.name}")
+    for note in profile.notes:
+        st.warning(f"`{profile.path}`: {note}.", icon=":material/warning:")
+    if {"op", "dtype", "roofline_s", "efficiency"}.issubset(profile.rows.columns) and len(profile.rows):
+        st.altair_chart(charts.efficiency_curves(profile.rows.assign(
+            launch_s=profile.rows.get("launch_s", float("nan")))))
+    if profile.provenance:
+        st.markdown("**Provenance**")
+        st.dataframe(pd.DataFrame(cal.flat_items({k: v for k, v in profile.provenance.items() if k != "fit"}),
+                                  columns=["field", "value"]), hide_index=True)
+        if "fit" in profile.provenance:
+            with st.expander("Fit details stored in the profile"):
+                st.json(profile.provenance["fit"])
+
+validations = ui.find_folders(tuple(map(str, ui.results_roots())), "validation.json")
+if validations:
+    st.subheader("Validation against a measured serving run")
+    chosen = st.selectbox("Validation run", validations, format_func=str, key="cal_validation")
+    try:
+        doc = cal.load_optional_json(chosen / "validation.json")
+        st.dataframe(pd.DataFrame(cal.flat_items(doc), columns=["figure", "value"]), hide_index=True)
+    except InputError as err:
+        st.error(explain(err))

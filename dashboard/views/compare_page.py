@@ -1,0 +1,89 @@
+"""Compare page: runs or a sweep side by side, and the Pareto frontier of cost against P99 latency."""
+import streamlit as st
+
+from dashboard import charts, compare, htmlkit, report, ui
+from dashboard.calibration import flat_items
+from dashboard.data import read_plan
+from inferplan.errors import InputError
+
+st.title("Compare")
+found = ui.require_root()
+if found is None:
+    st.stop()
+runs = [f for f in found if f.kind == "run" and f.done]
+sweeps = [f for f in found if f.kind in ("sweep", "plan")]
+
+modes = [m for m, ok in (("Runs", runs), ("Sweep or plan", sweeps)) if ok]
+if not modes:
+    st.info("Nothing to compare yet: no complete runs and no sweeps here.")
+    st.stop()
+mode = st.radio("Compare", modes, horizontal=True, key="compare_mode")
+
+try:
+    if mode == "Runs":
+        chosen = st.multiselect("Runs", runs, default=runs[:min(4, len(runs))], format_func=ui.folder_label,
+                                key="compare_runs")
+        if not chosen:
+            st.info("Pick at least one run.")
+            st.stop()
+        df, notes = ui.runs_frame(chosen)
+        title, source = "inferplan comparison", ", ".join(f.label for f in chosen)
+    else:
+        folder = ui.pick("Sweep or plan", sweeps, key="compare_sweep")
+        title, source = f"inferplan {folder.kind}: {folder.label}", str(folder.path)
+        if folder.kind == "plan":
+            with st.expander("Plan", expanded=True):
+                st.dataframe([{"field": k, "value": v} for k, v in flat_items(read_plan(folder.path))],
+                             hide_index=True)
+            if not (folder.path / "sweep.parquet").is_file():
+                st.info("This plan folder has no `sweep.parquet`, so there are no configurations to compare.")
+                st.stop()
+        df, notes = ui.sweep_frame(folder.path)
+except InputError as err:
+    ui.show_error(err)
+    st.stop()
+
+for note in notes:
+    st.warning(note, icon=":material/warning:")
+if df.empty:
+    st.info("None of the chosen runs could be read.")
+    st.stop()
+
+costs = {k: v for k, v in compare.COSTS.items() if k in df}
+lats = {k: v for k, v in compare.LATENCIES.items() if k in df}
+if not costs or not lats:
+    st.warning("These results carry no cost or no P99 latency column, so there is no frontier to draw.")
+    st.dataframe(df, hide_index=True)
+    st.stop()
+left, right = st.columns(2)
+cost = left.selectbox("Cost", list(costs), format_func=costs.get, key="compare_cost")
+latency = right.selectbox("Latency", list(lats), format_func=lambda k: lats[k][0], key="compare_latency")
+ann = compare.annotate(df, cost, latency)
+
+best = ann[ann["cheapest"]]
+if not best.empty:
+    st.success(f"Cheapest configuration meeting the SLO: **{best.iloc[0]['label']}** "
+               f"({costs[cost]}: {best.iloc[0][cost]:,.3f})")
+elif ann["meets_slo"].notna().any():
+    st.error("No configuration meets the SLO.")
+else:
+    st.info("These results carry no SLO verdicts.")
+
+st.subheader("Side by side")
+table = compare.display_table(ann)
+st.dataframe(ui.verdict_colours(table, "meets SLO"), hide_index=True, column_config={
+    c: st.column_config.NumberColumn(c, format="%.3f") for c in table.columns if "(" in c})
+
+lat_title, scale, target = lats[latency]
+slo = ann[target].dropna().iloc[0] if target in ann and ann[target].notna().any() else None
+st.altair_chart(charts.pareto(ann, cost, costs[cost], latency, lat_title, scale, slo))
+
+shown = [m for m in compare.SHOWN if m in ann]
+metrics = st.multiselect("Metrics to chart", shown, default=[m for m in ("ttft_p99_s", "tpot_p99_s", "attainment",
+                         "usd_per_million_output_tokens") if m in shown], format_func=lambda m: compare.SHOWN[m][0],
+                         key="compare_metrics")
+if metrics:
+    st.altair_chart(charts.metric_bars(compare.bars_long(ann, metrics)))
+
+ui.report_button(lambda: htmlkit.page(title, report.comparison_sections(df, title, source, notes, cost, latency)),
+                 "inferplan-comparison.html", key="compare_report")
