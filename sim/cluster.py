@@ -1,112 +1,109 @@
-"""Builds the fleet from a `RunConfig` and feeds it the workload: pools of instances, routing, admission.
+"""The whole cluster of one run: pools, per-pool routers and autoscalers, placement, the overload ladder,
+prefill/decode hand-offs, and the arrival process that feeds it all.
 
-Data flow: workload rows -> arrival process (+ front-end overhead) -> admission checks -> router -> instance.
+Per request: arrival (+ front-end overhead) -> overload ladder (reject / fallback) -> placement (which pool) ->
+admission checks (length, queue cap) -> the pool's router -> an instance. A prefill pool's request returns here
+after its first token and moves, after its KV transfer, to the paired decode pool.
 """
 from __future__ import annotations
-
-from collections import deque
-from dataclasses import dataclass, field
 
 import simpy
 
 from inferplan.errors import InputError
-from inferplan.specs import HardwareSpec, ModelSpec, load_hardware, load_model
 from scenarios.workload import Workload
-from sim.config import PoolConfig, RunConfig
-from sim.cost.base import CostModel
-from sim.cost.factory import build_pool_pricing
-from sim.cost.memory import MemoryPlan
-from sim.instance.batching import make_policy
-from sim.instance.instance import Instance
-from sim.instance.kv_cache import BlockManager
+from sim.config import RunConfig
+from sim.fleet.autoscaler import FixedScaler, make_autoscaler, run_autoscaler
+from sim.fleet.monitor import PoolMonitor
+from sim.fleet.overload import BREAKER, FALLBACK, SCALE_UP, OverloadConfig, OverloadLadder
+from sim.fleet.placement import PLACEMENTS
+from sim.fleet.pool import Pool
+from sim.fleet.rolling_update import RollingUpdate
 from sim.instance.request_state import SimRequest
 from sim.router import make_router
 
-@dataclass
-class Pool:
-    name: str
-    cfg: PoolConfig
-    hardware: HardwareSpec
-    model: ModelSpec
-    memory: MemoryPlan
-    cost: CostModel
-    usd_per_hour: float
-    instances: list[Instance]
-    max_request_tokens: int
-    devices_per_instance: int = 1
-    completed: int = 0
-    held: deque = field(default_factory=deque)  # requests queued at the router (all instances at their cap)
-
-
-def build_pool(env: simpy.Environment, name: str, p: PoolConfig, run: RunConfig, on_finish,
-               hash_block_tokens: int = 512) -> Pool:
-    hw, model = load_hardware(p.hardware), load_model(p.model)
-    batching = {**run.batching, **(p.batching or {})}
-    token_budget = int(batching.get("token_budget", 8192))
-    where = f"scenario/{run.scenario.name}: pools.{name}"
-    pricing = build_pool_pricing(model, hw, p, run.cost, token_budget=token_budget, where=where)
-    mem, cost = pricing.memory, pricing.cost
-    if run.batching_name == "continuous" and token_budget < min(model.max_context_tokens, mem.num_blocks * mem.block_size_tokens):
-        raise InputError(where, "batching.token_budget", f"{token_budget} is below the model's context "
-                         f"({model.max_context_tokens}): long prompts could never be scheduled whole",
-                         "raise token_budget or use batching=chunked_prefill")
-    params = {k: v for k, v in batching.items()}
-    instances = []
-    for i in range(p.instances):
-        kv = BlockManager(mem.num_blocks, mem.block_size_tokens, prefix_caching=p.prefix_caching,
-                          hash_block_tokens=hash_block_tokens, kv_bytes_per_token=mem.kv_bytes_per_token,
-                          tier2_capacity_bytes=p.kv_tier2_bytes,
-                          tier2_bandwidth_bytes_per_s=p.kv_tier2_bandwidth_bytes_per_s or hw.host_link_bandwidth_bytes_per_s)
-        try:
-            policy = make_policy(run.batching_name, kv, params)
-        except (TypeError, ValueError) as err:
-            raise InputError(f"conf/batching/{run.batching_name}.yaml", "parameters", str(err), "remove or rename the key") from None
-        instances.append(Instance(env, name, i, policy, kv, cost, on_finish, run.fast_forward))
-    usd = p.usd_per_hour if p.usd_per_hour is not None else hw.usd_per_hour * p.tp
-    max_tokens = min(model.max_context_tokens, mem.num_blocks * mem.block_size_tokens)
-    return Pool(name, p, hw, model, mem, cost, float(usd), instances, max_tokens, pricing.devices_per_instance)
-
 
 class Cluster:
-    """The pools, the router and the arrival process of one run."""
+    """Everything that happens between a request's arrival and its instance."""
 
     def __init__(self, env: simpy.Environment, run: RunConfig, workload: Workload, recorder) -> None:
         self.env, self.run, self.workload, self.recorder = env, run, workload, recorder
-        self.pools = {name: build_pool(env, name, p, run, self._on_finish, workload.hash_block_tokens)
-                      for name, p in run.pools.items()}
+        scen = run.scenario
+        where = f"scenario/{scen.name}"
+        self.pools: dict[str, Pool] = {
+            name: Pool(env, name, p, run, on_finish=self._on_leave, on_first_token=self._on_first_token,
+                       hash_block_tokens=workload.hash_block_tokens)
+            for name, p in run.pools.items()}
+        for pool in self.pools.values():
+            pool.on_capacity = self._dispatch_held
+        self.monitors = {name: PoolMonitor(scen.monitor_window_s) for name in self.pools}
         params = dict(run.router)
         cap = params.pop("max_outstanding_per_instance", None)
         self.max_outstanding = None if cap is None else int(cap)
         try:
-            self.router = make_router(run.router_name, params)
+            self.routers = {name: make_router(run.router_name, params) for name in self.pools}
         except (TypeError, ValueError) as err:
             raise InputError(f"conf/router/{run.router_name}.yaml", "parameters", str(err), "remove or rename the key") from None
+        self.placement = self._build_placement(where)
+        try:
+            self.overload = OverloadLadder(OverloadConfig(**scen.overload))
+        except TypeError as err:
+            raise InputError(where, "overload", str(err), f"valid keys: {', '.join(OverloadConfig.__dataclass_fields__)}") from None
+        oc = self.overload.cfg
+        if oc.fallback_pool is not None and oc.fallback_pool not in self.pools:
+            raise InputError(where, "overload.fallback_pool", f"unknown pool {oc.fallback_pool!r}",
+                             f"use one of: {', '.join(self.pools)}")
+        self.watched = oc.watch_pools or [n for n in self.pools if n != oc.fallback_pool]
+        self.scalers = {}
+        for name, pool in self.pools.items():
+            spec = dict(run.pools[name].autoscaler or {"name": run.autoscaler_name, **run.autoscaler})
+            sname = str(spec.pop("name", run.autoscaler_name))
+            try:
+                self.scalers[name] = make_autoscaler(sname, spec, arrival_times_s=workload.arrival_s)
+            except (KeyError, TypeError, ValueError) as err:
+                raise InputError(f"{where}: pools.{name}", "autoscaler", str(err).strip("'\""),
+                                 "see conf/autoscaler/ for each policy's keys") from None
+        self.scale_log: list = []
+        for name, scaler in self.scalers.items():
+            if not isinstance(scaler, FixedScaler):
+                env.process(run_autoscaler(env, self.pools[name], self.monitors[name], scaler, self.scale_log))
+        if oc.enabled:
+            env.process(self._overload_loop())
+        if scen.rolling_update:
+            RollingUpdate(env, self.pools, scen.rolling_update, where).start()
+        self.in_transit: dict[int, SimRequest] = {}  # prefill -> decode KV transfers under way
         self.arrived = 0
         self.finished = 0  # completed or rejected
         self.all_done = env.event()
         env.process(self._arrivals())
 
-    def _on_finish(self, req: SimRequest) -> None:
-        pool = self.pools[req.pool]
-        pool.completed += 1
-        self.recorder.record(req)
-        self._count_done()
-        while pool.held and self._dispatch(pool.held[0], pool, from_queue=True):
-            pool.held.popleft()
+    # -- wiring -----------------------------------------------------------------------------------------------
+    def _build_placement(self, where: str):
+        cfg = dict(self.run.scenario.placement or {})
+        name = cfg.pop("name", "static")
+        entry = [n for n, p in self.pools.items() if p.cfg.role != "decode"]
+        cfg.setdefault("default", entry[:1])
+        cfg.setdefault("routes", {})
+        for cls, cands in [("default", cfg["default"]), *cfg["routes"].items()]:
+            if not cands or any(c not in self.pools or self.pools[c].cfg.role == "decode" for c in cands):
+                raise InputError(where, f"placement.routes.{cls}", f"{cands!r} must list serving pools",
+                                 f"use pools among: {', '.join(entry)}")
+        try:
+            return PLACEMENTS[name](**cfg)
+        except KeyError:
+            raise InputError(where, "placement.name", f"unknown placement {name!r}",
+                             f"use one of: {', '.join(PLACEMENTS)}") from None
 
-    def _dispatch(self, req: SimRequest, pool: Pool, from_queue: bool = False) -> bool:
-        """Route `req` to an instance below the outstanding cap (all instances when there is no cap); hold it
-        at the router in FIFO order otherwise (a central queue: with a cap of 1 and batch size 1 this is M/M/c)."""
-        eligible = pool.instances
-        if self.max_outstanding is not None:
-            eligible = [i for i in pool.instances if i.outstanding < self.max_outstanding]
-        if not eligible or (pool.held and not from_queue):
-            if not from_queue:
-                pool.held.append(req)
-            return False
-        self.router.route(req, eligible).submit(req)
-        return True
+    def _overload_loop(self):
+        oc = self.overload.cfg
+        while True:
+            yield self.env.timeout(oc.check_interval_s)
+            level = self.overload.update(self.env.now)
+            for name in self.watched:
+                scaler = self.scalers[name]
+                if hasattr(scaler, "boost"):
+                    scaler.boost = level >= SCALE_UP
 
+    # -- request flow -----------------------------------------------------------------------------------------
     def _count_done(self) -> None:
         self.finished += 1
         if self.finished == len(self.workload) and not self.all_done.triggered:
@@ -117,12 +114,82 @@ class Cluster:
         self.recorder.record(req)
         self._count_done()
 
+    def _on_first_token(self, req: SimRequest) -> None:
+        self.monitors[req.pool].ttft.add(self.env.now, req.first_token_s - req.arrival_s)
+
+    def _on_leave(self, req: SimRequest) -> None:
+        pool = self.pools[req.pool]
+        if req.status != "completed":  # a prefill pool hands the request to its decode pool
+            self.env.process(self._handoff(req, pool))
+        else:
+            pool.completed += 1
+            if req.output_tokens > 1:
+                tpot = (req.finish_s - req.first_token_s) / (req.output_tokens - 1)
+                self.monitors[req.pool].tpot.add(self.env.now, tpot)
+                if req.pool in self.watched:
+                    self.overload.observe_tpot(self.env.now, tpot)
+            self.recorder.record(req)
+            self._count_done()
+        self._dispatch_held(pool)
+
+    def _handoff(self, req: SimRequest, prefill: Pool):
+        decode = self.pools[prefill.cfg.decode_pool]
+        link = prefill.hardware.inter_node_bandwidth_bytes_per_s * prefill.devices_per_instance
+        self.in_transit[req.request_id] = req
+        yield self.env.timeout(prefill.pricing.kv_transfer_s(req.num_computed_tokens, link,
+                                                             prefill.hardware.inter_node_latency_s))
+        del self.in_transit[req.request_id]
+        req.prefill_pool, req.handoff = prefill.name, False
+        self._dispatch(req, decode)
+
+    def _dispatch(self, req: SimRequest, pool: Pool, from_queue: bool = False) -> bool:
+        """Route `req` to an active instance below the outstanding cap; hold it at the router in FIFO order when
+        there is none (a central queue: with a cap of 1 and batch size 1 this is M/M/c)."""
+        eligible = pool.active
+        if self.max_outstanding is not None:
+            eligible = [i for i in eligible if i.outstanding < self.max_outstanding]
+        if not eligible or (pool.held and not from_queue):
+            if not from_queue:
+                pool.held.append(req)
+            return False
+        self.routers[pool.name].route(req, eligible).submit(req)
+        return True
+
+    def _dispatch_held(self, pool: Pool) -> None:
+        while pool.held and self._dispatch(pool.held[0], pool, from_queue=True):
+            pool.held.popleft()
+
+    def _admit(self, req: SimRequest, class_name: str) -> None:
+        oc, now = self.overload.cfg, self.env.now
+        level = self.overload.level
+        if level >= BREAKER:
+            return self._reject(req, "circuit_breaker")
+        if level >= FALLBACK and oc.fallback_pool is not None:
+            name = oc.fallback_pool
+            req.fallback = True
+        else:
+            name = self.placement.choose(class_name, self.pools, self.monitors, now)
+        pool = self.pools[name]
+        self.monitors[name].arrivals.add(now, 1.0)
+        limit = pool.max_request_tokens
+        if pool.cfg.role == "prefill":
+            limit = min(limit, self.pools[pool.cfg.decode_pool].max_request_tokens)
+        if req.total_tokens > limit:
+            return self._reject(req, "too_long")
+        if pool.max_instances == 0:
+            return self._reject(req, "no_capacity")
+        if oc.max_queue_per_instance is not None:
+            queued = len(pool.held) + sum(len(i.policy.waiting) for i in pool.active)
+            if queued >= oc.max_queue_per_instance * max(1, len(pool.active)):
+                return self._reject(req, "queue_full")
+        req.handoff = pool.cfg.role == "prefill" and req.output_tokens > 1
+        self._dispatch(req, pool)
+
     def _arrivals(self):
         wl, env = self.workload, self.env
         overhead = self.run.scenario.frontend_overhead_s
         arrival, prompt, output = wl.arrival_s, wl.prompt_tokens, wl.output_tokens
-        cls, prio, hashes = wl.request_class, wl.priority, wl.prefix_hashes
-        pool = next(iter(self.pools.values()))  # NOTE: one pool until placement policies land (fleet issue)
+        cls, prio, hashes, names = wl.request_class, wl.priority, wl.prefix_hashes, wl.class_names
         for i in range(len(wl)):
             t = float(arrival[i]) + overhead
             if t > env.now:
@@ -131,16 +198,11 @@ class Cluster:
                              None if hashes is None else hashes[i])
             self.arrived += 1
             self.recorder.on_arrival(req)
-            if req.total_tokens > pool.max_request_tokens:
-                self._reject(req, "too_long")
-                continue
-            if not pool.instances:
-                self._reject(req, "no_capacity")
-                continue
-            self._dispatch(req, pool)
+            self._admit(req, names[int(cls[i])])
 
     def live_requests(self):
-        """Requests still inside instances (waiting or running)."""
+        """Requests not yet ended: held at routers, waiting or running in instances, or moving between pools."""
+        yield from self.in_transit.values()
         for pool in self.pools.values():
             yield from pool.held
             for inst in pool.instances:

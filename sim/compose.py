@@ -12,7 +12,7 @@ from omegaconf.errors import OmegaConfBaseException
 from inferplan.errors import InputError
 from inferplan.specs import CONF_DIR, available
 
-GROUPS = ("scenario", "batching", "router", "cost")
+GROUPS = ("scenario", "batching", "router", "autoscaler", "cost")
 
 
 def explain_hydra_error(err: Exception, overrides: list[str]) -> InputError:

@@ -58,7 +58,14 @@ class PoolConfig:
 
     hardware: str
     model: str
-    instances: int = 1
+    instances: int = 1                      # at the start of the run
+    min_instances: int | None = None        # autoscaling bounds; default min(instances, 1) .. 4 x instances
+    max_instances: int | None = None
+    autoscaler: dict | None = None          # per-pool policy {name: ..., params}; default: the autoscaler group
+    cold_start: dict | None = None          # provision_s, chunked_loading, load_bytes_per_s, warmup_s, warm_start_s
+    role: str = "unified"                   # unified | prefill (hands requests to `decode_pool`) | decode
+    decode_pool: str | None = None
+    batching_policy: str | None = None      # a batching policy for this pool only (default: the batching group)
     tp: int = 1
     weights_dtype: str = "bf16"
     kv_dtype: str = "bf16"
@@ -91,6 +98,12 @@ class ScenarioConfig:
     frontend_overhead_s: float = 0.0
     drain_timeout_s: float = 600.0
     load_multiplier: float = 1.0            # scales the arrival rate (thinning below 1, superposition above)
+    placement: dict = field(default_factory=dict)      # which pool serves each request class (sim/fleet/placement.py)
+    overload: dict = field(default_factory=dict)       # the overload ladder (sim/fleet/overload.py)
+    price_sheet: dict = field(default_factory=dict)    # optional revenue: USD per million tokens
+    rolling_update: dict = field(default_factory=dict) # {at_s, wave_size, pools}: replace instances in waves
+    billing_granularity_s: float = 1.0
+    monitor_window_s: float = 60.0                     # window of the P99s autoscalers act on
 
 
 @dataclass(frozen=True)
@@ -124,6 +137,8 @@ class RunConfig:
     batching: dict
     router_name: str
     router: dict
+    autoscaler_name: str
+    autoscaler: dict
     cost: CostConfig
     metrics: MetricsConfig
     fast_forward: bool = True
@@ -132,7 +147,7 @@ class RunConfig:
 def load_run_config(cfg) -> RunConfig:
     """Validate a composed config (DictConfig or plain dict) into a `RunConfig`."""
     d = _plain(cfg)
-    allowed = {"seed", "scenario", "batching", "router", "cost", "metrics", "fast_forward", "hydra"}
+    allowed = {"seed", "scenario", "batching", "router", "autoscaler", "cost", "metrics", "fast_forward", "hydra"}
     unknown = sorted(set(d) - allowed)
     if unknown:
         raise InputError("conf/config.yaml", unknown[0], "unknown top-level key", f"valid keys: {', '.join(sorted(allowed - {'hydra'}))}")
@@ -153,12 +168,29 @@ def load_run_config(cfg) -> RunConfig:
     rname = str(router.pop("name", ""))
     if rname not in ROUTERS:
         raise InputError("conf/router", "name", f"unknown router {rname!r}", f"use one of: {', '.join(ROUTERS)}")
+    autoscaler = dict(d.get("autoscaler") or {"name": "fixed"})
+    aname = str(autoscaler.pop("name", ""))
+    from sim.fleet.autoscaler import AUTOSCALERS
+    if aname not in AUTOSCALERS:
+        raise InputError("conf/autoscaler", "name", f"unknown autoscaler {aname!r}", f"use one of: {', '.join(AUTOSCALERS)}")
+    for name, p in pools.items():
+        if p.role not in ("unified", "prefill", "decode"):
+            raise InputError(f"scenario/{scen.name}", f"pools.{name}.role", f"unknown role {p.role!r}",
+                             "use one of: unified, prefill, decode")
+        if p.role == "prefill" and (p.decode_pool not in pools or pools[p.decode_pool].role != "decode"):
+            raise InputError(f"scenario/{scen.name}", f"pools.{name}.decode_pool",
+                             f"{p.decode_pool!r} is not a decode-role pool of this scenario",
+                             "name a pool with role: decode")
+        if p.batching_policy is not None and p.batching_policy not in POLICIES:
+            raise InputError(f"scenario/{scen.name}", f"pools.{name}.batching_policy",
+                             f"unknown batching policy {p.batching_policy!r}", f"use one of: {', '.join(POLICIES)}")
     cost = build(CostConfig, d.get("cost"), "conf/cost")
     if cost.kind not in ("roofline", "constant"):
         raise InputError("conf/cost", "kind", f"unknown cost model {cost.kind!r}", "use one of: roofline, constant")
     return RunConfig(
         seed=int(d.get("seed", 0)), scenario=scen, pools=pools, slo=build(SloConfig, scen.slo, f"scenario/{scen.name}: slo"),
         batching_name=bname, batching=batching, router_name=rname, router=router,
+        autoscaler_name=aname, autoscaler=autoscaler,
         cost=cost, metrics=build(MetricsConfig, d.get("metrics"), "metrics"),
         fast_forward=bool(d.get("fast_forward", True)),
     )

@@ -31,6 +31,8 @@ class RequestRecorder:
         self.first_token_s = np.full(n, np.nan)
         self.finish_s = np.full(n, np.nan)
         self.preemptions = np.zeros(n, np.int32)
+        self.fallback = np.zeros(n, bool)
+        self.prefill_pool = np.full(n, -1, np.int16)
         self.arrived = 0
         self._pool_index = {p: i for i, p in enumerate(pool_names)}
 
@@ -48,6 +50,8 @@ class RequestRecorder:
         self.first_token_s[i] = req.first_token_s
         self.finish_s[i] = req.finish_s
         self.preemptions[i] = req.preemptions
+        self.fallback[i] = req.fallback
+        self.prefill_pool[i] = self._pool_index.get(req.prefill_pool, -1)
 
     def record_unfinished(self, req: SimRequest) -> None:
         """A request still in flight when the run stopped keeps status `unfinished` with what it reached."""
@@ -57,6 +61,7 @@ class RequestRecorder:
         self.first_token_s[i] = req.first_token_s
         self.preemptions[i] = req.preemptions
         self.cached_tokens[i] = req.cached_tokens
+        self.fallback[i] = req.fallback
 
     def columns(self) -> dict[str, np.ndarray]:
         """The `requests.parquet` columns (see docs/results.md), for the requests that arrived."""
@@ -84,6 +89,8 @@ class RequestRecorder:
             "tpot_s": tpot,
             "e2e_s": finish - arrival,
             "preemptions": self.preemptions[:n],
+            "fallback": self.fallback[:n],
+            "prefill_pool": pool_names[self.prefill_pool[:n] + 1],
         }
 
 
@@ -108,6 +115,7 @@ class Sampler:
         self._last_arrived = 0
         self._last_completed = 0
         self._last_busy = {name: 0.0 for name in cluster.pools}
+        self.peak_instances: dict[str, int] = {}
         self._process = env.process(self._run())
 
     def _run(self):
@@ -123,25 +131,32 @@ class Sampler:
         busy_all = 0.0
         completed = 0
         for name, pool in cl.pools.items():
-            q = len(pool.held) + sum(len(i.policy.waiting) for i in pool.instances)
-            r = sum(len(i.policy.running) for i in pool.instances)
-            u = sum(i.kv.used_blocks for i in pool.instances)
-            c = sum(i.kv.num_blocks for i in pool.instances)
+            live = [i for i in pool.instances if i.state != "stopped"]
+            serving = [i for i in live if i.state in ("active", "draining")]
+            q = len(pool.held) + sum(len(i.policy.waiting) for i in serving)
+            r = sum(len(i.policy.running) for i in serving)
+            u = sum(i.kv.used_blocks for i in serving)
+            c = sum(i.kv.num_blocks for i in serving)
             busy = sum(i.busy_s for i in pool.instances)
-            n = len(pool.instances)
-            busy_frac = (busy - self._last_busy[name]) / (n * dt) if n else 0.0
+            n_active = sum(1 for i in live if i.state == "active")
+            busy_frac = (busy - self._last_busy[name]) / (len(serving) * dt) if serving else 0.0
             self._last_busy[name] = busy
-            self.cost_usd += n * pool.usd_per_hour * dt / 3600.0
-            self.pool_rows.append({"t_s": t, "pool": name, "starting": 0, "active": n, "draining": 0, "queued": q,
-                                   "running": r, "kv_utilization": u / c if c else 0.0,
+            self.cost_usd += len(live) * pool.usd_per_hour * dt / 3600.0
+            counts = {st: sum(1 for i in live if i.state == st) for st in ("starting", "warming", "warm", "draining")}
+            self.pool_rows.append({"t_s": t, "pool": name, "starting": counts["starting"] + counts["warming"],
+                                   "warm": counts["warm"], "active": n_active, "draining": counts["draining"],
+                                   "queued": q, "running": r, "kv_utilization": u / c if c else 0.0,
                                    "busy_fraction": min(1.0, busy_frac)})
-            queued, running, active, used, cap = queued + q, running + r, active + n, used + u, cap + c
-            busy_all += busy_frac * n
+            queued, running, active, used, cap = queued + q, running + r, active + n_active, used + u, cap + c
+            busy_all += busy_frac * len(serving)
             completed += pool.completed
+            self.peak_instances[name] = max(self.peak_instances.get(name, 0), len(live))
+        n_serving = sum(1 for p in cl.pools.values() for i in p.instances if i.state in ("active", "draining"))
         self.rows.append({"t_s": t, "arrivals": cl.arrived - self._last_arrived,
                           "completions": completed - self._last_completed, "queued": queued, "running": running,
                           "instances": active, "kv_utilization": used / cap if cap else 0.0,
-                          "busy_fraction": min(1.0, busy_all / active) if active else 0.0, "cost_usd": self.cost_usd})
+                          "busy_fraction": min(1.0, busy_all / n_serving) if n_serving else 0.0,
+                          "cost_usd": self.cost_usd, "overload_level": cl.overload.level})
         self._last_arrived, self._last_completed = cl.arrived, completed
         if self.progress is not None:
             self.progress(t)

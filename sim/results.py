@@ -15,6 +15,7 @@ REQUEST_TYPES = {
     "cached_tokens": pa.int64(), "request_class": pa.string(), "pool": pa.string(), "instance": pa.int32(),
     "status": pa.string(), "reject_reason": pa.string(), "first_token_s": pa.float64(), "finish_s": pa.float64(),
     "ttft_s": pa.float64(), "tpot_s": pa.float64(), "e2e_s": pa.float64(), "preemptions": pa.int32(),
+    "fallback": pa.bool_(), "prefill_pool": pa.string(),
 }
 
 
@@ -50,12 +51,13 @@ def write_run(result: SimResult, out_dir: str | Path) -> Path:
     _write(pa.table({k: pa.array(cols[k], type=t) for k, t in REQUEST_TYPES.items()}), out / "requests.parquet")
     ts = {k: [row[k] for row in result.timeseries] for k in (result.timeseries[0] if result.timeseries else
           {"t_s": 0, "arrivals": 0, "completions": 0, "queued": 0, "running": 0, "instances": 0,
-           "kv_utilization": 0, "busy_fraction": 0, "cost_usd": 0})}
+           "kv_utilization": 0, "busy_fraction": 0, "cost_usd": 0, "overload_level": 0})}
     edges = np.asarray(ts["t_s"], dtype=np.float64)
     ts["ttft_p99_s"] = interval_p99(cols["first_token_s"], cols["ttft_s"], edges)
     ts["tpot_p99_s"] = interval_p99(cols["finish_s"], cols["tpot_s"], edges)
     _write(pa.table(ts), out / "timeseries.parquet")
-    pool_cols = ("t_s", "pool", "starting", "active", "draining", "queued", "running", "kv_utilization", "busy_fraction")
+    pool_cols = ("t_s", "pool", "starting", "warm", "active", "draining", "queued", "running", "kv_utilization",
+                 "busy_fraction")
     _write(pa.table({k: [row[k] for row in result.pools] for k in pool_cols}), out / "pools.parquet")
     (out / "summary.json").write_text(json.dumps(nan_to_none(result.summary), indent=2, sort_keys=False) + "\n")
     done.write_text("ok\n")

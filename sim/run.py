@@ -73,7 +73,7 @@ def simulate(run: RunConfig, workload: Workload, progress=None) -> SimResult:
         recorder.record_unfinished(req)
     cols = recorder.columns()
     invariants = check_invariants(cols, cluster, cluster.arrived)
-    summary = summarize(run, cluster, cols, end_s, sampler.cost_usd, invariants)
+    summary = summarize(run, cluster, cols, end_s, sampler.peak_instances, invariants)
     summary["wall_time_s"] = round(time.perf_counter() - wall0, 3)
     if progress is not None:
         progress(1.0)

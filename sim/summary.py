@@ -4,10 +4,11 @@ from __future__ import annotations
 import numpy as np
 
 from sim.config import RunConfig
+from sim.fleet.billing import pool_bill, revenue_usd
 from sim.metrics import percentiles
 
 
-def summarize(run: RunConfig, cluster, cols: dict, duration_s: float, cost_usd: float, invariants: dict) -> dict:
+def summarize(run: RunConfig, cluster, cols: dict, duration_s: float, sampler_peak: dict, invariants: dict) -> dict:
     status = cols["status"]
     done = status == "completed"
     n = len(status)
@@ -21,27 +22,36 @@ def summarize(run: RunConfig, cluster, cols: dict, duration_s: float, cost_usd: 
     with np.errstate(invalid="ignore"):
         tpot_ok = np.where(np.isfinite(cols["tpot_s"]), cols["tpot_s"] <= slo.tpot_p99_s, True)
         good = done & (cols["ttft_s"] <= slo.ttft_p99_s) & tpot_ok
+    rev = revenue_usd(cols, run.scenario.price_sheet)
     ttft, tpot, e2e = (percentiles(cols[k][done]) for k in ("ttft_s", "tpot_s", "e2e_s"))
     served = float(done.sum()) / n if n else 1.0
-    node_hours = sum(len(p.instances) * p.cfg.tp for p in cluster.pools.values()) * duration_s / 3600.0
     pools = {}
     kinds = set()
+    gran = run.scenario.billing_granularity_s
+    total_usd = total_dev_h = total_kwh = waste = 0.0
     for name, p in cluster.pools.items():
-        parts = {k: 0.0 for k in p.instances[0].parts_s} if p.instances else {}
+        parts: dict[str, float] = {}
         for inst in p.instances:
             for k, v in inst.parts_s.items():
-                parts[k] += v
+                parts[k] = parts.get(k, 0.0) + v
         kinds.add(p.cost.kind)
+        bill = pool_bill(p, duration_s, gran)
+        total_usd += bill["usd"]
+        total_dev_h += bill["device_hours"]
+        total_kwh += bill["energy_kwh"]
+        waste += bill["idle_waste_usd"]
+        alive_h = bill["alive_instance_hours"]
         pools[name] = {
-            "hardware": p.hardware.name, "model": p.model.name, "tp": p.cfg.tp,
+            "hardware": p.hardware.name, "model": p.model.name, "role": p.cfg.role, "tp": p.cfg.tp,
             "weights_dtype": p.cfg.weights_dtype, "kv_dtype": p.cfg.kv_dtype,
-            "instances_max": len(p.instances), "usd_per_instance_hour": p.usd_per_hour,
-            "node_hours": len(p.instances) * p.cfg.tp * duration_s / 3600.0,
-            "usd": len(p.instances) * p.usd_per_hour * duration_s / 3600.0,
+            "devices_per_instance": p.devices_per_instance,
+            "instances_start": p.cfg.instances, "instances_max": sampler_peak.get(name, len(p.instances)),
+            "instances_launched": len(p.instances), "usd_per_instance_hour": p.usd_per_hour,
+            **bill,
             "requests_completed": p.completed,
             "kv_blocks_per_instance": p.memory.num_blocks, "block_size_tokens": p.memory.block_size_tokens,
             "weight_bytes": p.memory.weight_bytes, "kv_capacity_bytes": p.memory.kv_capacity_bytes,
-            "busy_fraction": (sum(i.busy_s for i in p.instances) / (len(p.instances) * dur)) if p.instances else 0.0,
+            "busy_fraction": bill["busy_instance_hours"] / alive_h if alive_h else 0.0,
             "iterations": sum(i.iterations for i in p.instances),
             "time_breakdown_s": parts,
             "prefix_cache": {"enabled": p.cfg.prefix_caching,
@@ -69,9 +79,16 @@ def summarize(run: RunConfig, cluster, cols: dict, duration_s: float, cost_usd: 
                 "served": served,
                 "met": {"ttft_p99": bool(ttft["p99"] <= slo.ttft_p99_s), "tpot_p99": bool(not tpot["p99"] > slo.tpot_p99_s),
                         "served_fraction": bool(served >= slo.served_fraction)}},
-        "cost": {"usd": cost_usd, "usd_per_million_output_tokens": cost_usd / out_tok * 1e6 if out_tok else None,
-                 "usd_per_million_input_tokens": cost_usd / in_tok * 1e6 if in_tok else None,
-                 "usd_per_request": cost_usd / float(done.sum()) if done.any() else None, "node_hours": node_hours},
+        "cost": {"usd": total_usd, "usd_per_million_output_tokens": total_usd / out_tok * 1e6 if out_tok else None,
+                 "usd_per_million_input_tokens": total_usd / in_tok * 1e6 if in_tok else None,
+                 "usd_per_request": total_usd / float(done.sum()) if done.any() else None,
+                 "node_hours": total_dev_h, "idle_waste_usd": waste, "energy_kwh": total_kwh,
+                 "billing_granularity_s": gran, "revenue": rev,
+                 "margin_usd": None if rev is None else rev["usd"] - total_usd},
+        "fleet": {"scale_events": [list(e) for e in cluster.scale_log],
+                  "overload_transitions": [list(t) for t in cluster.overload.transitions],
+                  "fallback_requests": int(cols["fallback"].sum()),
+                  "autoscalers": {n: type(s).__name__ for n, s in cluster.scalers.items()}},
         "pools": pools,
         "cost_model": {"kind": kind, "profile": first_pool.cost.describe()["profile"], "hardware": first_pool.hardware.name,
                        "note": note},

@@ -18,23 +18,57 @@ from sim.instance.request_state import SimRequest
 class Instance:
     """A model replica on `tp` devices with its own scheduler, KV cache and cost model.
 
-    `on_finish(req)` is called for each request as it completes. Counters (`busy_s`, `parts_s`, `iterations`)
-    feed the metrics; `outstanding` (waiting + running) feeds the routers.
+    Lifecycle: `starting` (cold start: provisioning, weight loading, warm-up; takes no requests) -> `active`
+    (routers see it) -> `draining` (finishes what it holds, takes nothing new) -> `stopped` (billing ends).
+    `on_finish(req)` is called for each request that leaves the instance (completed, or handed off to a decode
+    pool after its prefill), `on_first_token(req)` when a request emits its first token, `on_stopped(inst)` when a
+    draining instance has emptied. Counters (`busy_s`, `parts_s`, `iterations`) feed the metrics; `outstanding`
+    (waiting + running) feeds the routers.
     """
 
     def __init__(self, env: simpy.Environment, pool: str, index: int, policy: BatchingPolicy, kv: BlockManager,
-                 cost: CostModel, on_finish, fast_forward: bool = True) -> None:
+                 cost: CostModel, on_finish, fast_forward: bool = True, on_first_token=None, on_stopped=None) -> None:
         self.env, self.pool, self.index = env, pool, index
         self.policy, self.kv, self.cost = policy, kv, cost
         self.on_finish = on_finish
+        self.on_first_token = on_first_token
+        self.on_stopped = on_stopped
         self.fast_forward = fast_forward  # price runs of identical decode iterations in one event
+        self.state = "starting"
+        self.started_s = float(env.now)   # when it was asked for (billing starts)
+        self.active_s = float("nan")      # when it became active
+        self.stopped_s = float("nan")     # when it stopped (billing ends)
         self.busy_s = 0.0
         self.iterations = 0
         self.parts_s = dict.fromkeys(PARTS, 0.0)
         self.last_step_end_s = 0.0
         self.clock_ok = True
         self._wakeup: simpy.Event | None = None
-        self.process = env.process(self._run())
+        self.process = None
+
+    def activate(self) -> None:
+        """Start serving (end of the cold start)."""
+        self.state = "active"
+        self.active_s = float(self.env.now)
+        self.process = self.env.process(self._run())
+
+    def drain(self) -> None:
+        """Take no new requests; stop once everything held has finished (nothing in flight is dropped)."""
+        if self.state == "starting":
+            self._stop()
+            return
+        self.state = "draining"
+        self._poke()
+
+    def _stop(self) -> None:
+        self.state = "stopped"
+        self.stopped_s = float(self.env.now)
+        if self.on_stopped is not None:
+            self.on_stopped(self)
+
+    def _poke(self) -> None:
+        if self._wakeup is not None and not self._wakeup.triggered:
+            self._wakeup.succeed()
 
     @property
     def outstanding(self) -> int:
@@ -43,13 +77,15 @@ class Instance:
     def submit(self, req: SimRequest) -> None:
         req.pool, req.instance, req.enqueued_s = self.pool, self.index, float(self.env.now)
         self.policy.add_request(req, self.env.now)
-        if self._wakeup is not None and not self._wakeup.triggered:
-            self._wakeup.succeed()
+        self._poke()
 
     def _run(self):
         env = self.env
         while True:
             out = self.policy.schedule(env.now)
+            if out is None and self.state == "draining" and self.outstanding == 0:
+                self._stop()
+                return
             if out is None or not isinstance(out, ScheduledBatch):
                 self._wakeup = env.event()
                 if out is None:
@@ -70,8 +106,7 @@ class Instance:
             start = env.now
             yield env.timeout(cost.total_s)
             self._account(start, cost.total_s, 1, cost.parts)
-            for req in self.policy.update_from_output(out, env.now):
-                self.on_finish(req)
+            self._apply(out)
 
     def _account(self, start_s: float, busy_s: float, iterations: int, parts: dict) -> None:
         if self.env.now < start_s or start_s < self.last_step_end_s:
@@ -103,6 +138,14 @@ class Instance:
         bulk_decode(batch.items, m - 1, self.kv)
         applied = {k: (float(v[:m].sum()) if isinstance(v, np.ndarray) else v * m) for k, v in parts.items()}
         self._account(start, float(totals[:m].sum()), m, applied)
-        last = ScheduledBatch(batch.items)
-        for req in self.policy.update_from_output(last, env.now):
+        self._apply(ScheduledBatch(batch.items))
+
+    def _apply(self, batch: ScheduledBatch) -> None:
+        now = self.env.now
+        finished = self.policy.update_from_output(batch, now)
+        if self.on_first_token is not None:
+            for req, _ in batch.items:
+                if req.num_output_tokens == 1 and req.first_token_s == now:
+                    self.on_first_token(req)
+        for req in finished:
             self.on_finish(req)

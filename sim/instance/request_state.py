@@ -13,7 +13,8 @@ class SimRequest:
 
     __slots__ = ("request_id", "arrival_s", "prompt_tokens", "output_tokens", "request_class", "priority",
                  "prefix_hashes", "num_computed_tokens", "num_output_tokens", "cached_tokens", "first_token_s",
-                 "finish_s", "status", "reject_reason", "pool", "instance", "preemptions", "enqueued_s")
+                 "finish_s", "status", "reject_reason", "pool", "instance", "preemptions", "enqueued_s", "handoff",
+                 "fallback", "prefill_pool")
 
     def __init__(self, request_id: int, arrival_s: float, prompt_tokens: int, output_tokens: int,
                  request_class: int = 0, priority: int = 0, prefix_hashes=None) -> None:
@@ -35,6 +36,9 @@ class SimRequest:
         self.instance = -1
         self.preemptions = 0
         self.enqueued_s = math.nan
+        self.handoff = False       # leave the instance after the first token (prefill pool of a P/D pair)
+        self.fallback = False      # served by the overload fallback pool
+        self.prefill_pool = ""     # where its prefill ran, when disaggregated
 
     @property
     def total_tokens(self) -> int:

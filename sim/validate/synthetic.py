@@ -65,7 +65,7 @@ def make_log(run: RunConfig, n: int, rate_per_s: float, seed: int, noise_sigma: 
 def _itls(log: SyntheticLog, i: int) -> list[float]:
     """Per-token gaps summing to the decode time (one token per chunk)."""
     k = int(log.output_tokens[i]) - 1
-    return [round(float((log.e2e_s[i] - log.ttft_s[i]) / k), 9)] * k if k > 0 else []
+    return [round(float((log.e2e_s[i] - log.ttft_s[i]) / k), 6)] * k if k > 0 else []
 
 
 def write_vllm(log: SyntheticLog, path: Path, *, version: str = "V26", metadata: dict | None = None,

@@ -56,10 +56,9 @@ def test_one_request_latency_equals_hand_summed_step_times():
     run = run_config("scenario.pools.main.instances=1", f"scenario.frontend_overhead_s={overhead}")
     wl = Workload.from_columns([1.0], [P], [O])
     res = simulate(run, wl)
-    from sim.cluster import build_pool
     import simpy
-    pool = build_pool(simpy.Environment(), "main", run.pools["main"], run, lambda r: None)
-    cost = pool.cost
+    from sim.fleet.pool import Pool
+    cost = Pool(simpy.Environment(), "main", run.pools["main"], run, on_finish=None, on_first_token=None).cost
     prefill = cost.step_cost(BatchShape(prefill_seqs=1, prefill_tokens=P, prefill_q_ctx_sum=0,
                                         prefill_q_sq_sum=P * (P + 1) // 2, prefill_kv_tokens=P, sampled_seqs=1)).total_s
     decodes = [cost.step_cost(BatchShape(decode_seqs=1, decode_ctx_sum=P + k + 1, sampled_seqs=1)).total_s

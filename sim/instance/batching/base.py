@@ -50,6 +50,11 @@ def advance(batch: ScheduledBatch, now: float, kv: BlockManager, running: list[S
                 req.status = "completed"
                 kv.free(req.request_id)
                 finished.append(req)
+            elif req.handoff and req.num_output_tokens == 1:
+                # Disaggregated prefill: the request leaves this instance after its first token; its KV moves
+                # to a decode pool (the cluster prices the transfer), so the blocks here are released.
+                kv.free(req.request_id)
+                finished.append(req)
     if finished:
         done = {r.request_id for r in finished}
         running[:] = [r for r in running if r.request_id not in done]

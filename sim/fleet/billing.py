@@ -1,0 +1,53 @@
+"""Dollars and energy of a run: instance-hours by pool x price, idle waste, kWh, and optional revenue.
+
+Billing: each instance is paid from the moment it is asked for (provisioning and loading included) until it
+stops, rounded up to `billing_granularity_s` per instance (1 s = per-second billing; 3600 = hourly).
+Energy: per device, idle power while alive plus (rated power - idle) x the fraction of time spent in iterations.
+Revenue (optional `price_sheet`): USD per million input tokens on a prefix-cache hit and on a miss, and per
+million output tokens, the way providers report their serving economics.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def instance_billed_s(started_s: float, stopped_s: float, end_s: float, granularity_s: float) -> float:
+    stop = stopped_s if stopped_s == stopped_s else end_s
+    alive = max(0.0, stop - started_s)
+    return math.ceil(alive / granularity_s - 1e-9) * granularity_s if granularity_s > 0 else alive
+
+
+def pool_bill(pool, end_s: float, granularity_s: float) -> dict:
+    """USD, device-hours, idle waste and energy of one pool's instances over the run."""
+    billed = alive = busy = 0.0
+    for inst in pool.instances:
+        stop = inst.stopped_s if inst.stopped_s == inst.stopped_s else end_s
+        a = max(0.0, stop - inst.started_s)
+        alive += a
+        billed += instance_billed_s(inst.started_s, inst.stopped_s, end_s, granularity_s)
+        busy += inst.busy_s
+    hw, dev = pool.hardware, pool.devices_per_instance
+    usd = billed / 3600.0 * pool.usd_per_hour
+    energy_kwh = dev * (hw.idle_power_w * alive + (hw.power_w - hw.idle_power_w) * busy) / 3.6e6
+    return {"usd": usd, "billed_instance_hours": billed / 3600.0, "device_hours": dev * billed / 3600.0,
+            "alive_instance_hours": alive / 3600.0, "busy_instance_hours": busy / 3600.0,
+            "idle_waste_usd": max(0.0, alive - busy) / 3600.0 * pool.usd_per_hour,
+            "energy_kwh": energy_kwh}
+
+
+def revenue_usd(cols: dict, price_sheet: dict | None) -> dict | None:
+    """Revenue of the completed requests under a price sheet; None without one."""
+    if not price_sheet:
+        return None
+    done = cols["status"] == "completed"
+    cached = cols["cached_tokens"][done].astype(np.float64)
+    miss = cols["prompt_tokens"][done] - cached
+    out = cols["output_tokens"][done].astype(np.float64)
+    hit_p = float(price_sheet.get("usd_per_million_input_tokens_cache_hit", 0.0))
+    miss_p = float(price_sheet.get("usd_per_million_input_tokens_cache_miss", 0.0))
+    out_p = float(price_sheet.get("usd_per_million_output_tokens", 0.0))
+    rev = (cached.sum() * hit_p + miss.sum() * miss_p + out.sum() * out_p) / 1e6
+    return {"usd": float(rev), "input_cache_hit_tokens": float(cached.sum()), "input_cache_miss_tokens": float(miss.sum()),
+            "output_tokens": float(out.sum())}

@@ -1,0 +1,178 @@
+"""A pool: identical instances (hardware + model + formats + parallelism) that start, serve and drain.
+
+The pool owns its instances' lifecycle; autoscalers only say how many they want (`scale_to`). Scale-up uses a
+pre-loaded warm replica when one is kept (`warm_spares`), else a cold start; scale-down drains the least-loaded
+active instances, so no request in flight is ever dropped.
+"""
+from __future__ import annotations
+
+from collections import deque
+
+import simpy
+import yaml
+
+from inferplan.errors import InputError
+from inferplan.specs import CONF_DIR, load_hardware, load_model
+from sim.config import PoolConfig, RunConfig
+from sim.cost.factory import build_pool_pricing
+from sim.fleet.cold_start import ColdStart
+from sim.instance.batching import make_policy
+from sim.instance.instance import Instance
+from sim.instance.kv_cache import BlockManager
+
+def _group_defaults(policy: str) -> dict:
+    """The parameters of `conf/batching/<policy>.yaml` (a pool choosing its own batching policy)."""
+    data = yaml.safe_load((CONF_DIR / "batching" / f"{policy}.yaml").read_text()) or {}
+    data.pop("name", None)
+    return data
+
+
+STATES = ("starting", "warming", "warm", "active", "draining")  # billed states; `stopped` is not billed
+
+
+class Pool:
+    """Instances of one configuration, the router's hold queue, and per-pool counters."""
+
+    def __init__(self, env: simpy.Environment, name: str, p: PoolConfig, run: RunConfig, *, on_finish,
+                 on_first_token, hash_block_tokens: int = 512) -> None:
+        self.env, self.name, self.cfg, self.run = env, name, p, run
+        self.hardware, self.model = load_hardware(p.hardware), load_model(p.model)
+        self.where = f"scenario/{run.scenario.name}: pools.{name}"
+        self.batching_name = p.batching_policy or run.batching_name
+        base = run.batching if self.batching_name == run.batching_name else _group_defaults(self.batching_name)
+        self.batching = {**base, **(p.batching or {})}
+        token_budget = int(self.batching.get("token_budget", self.batching.get("max_batch_tokens", 8192)))
+        self.pricing = build_pool_pricing(self.model, self.hardware, p, run.cost, token_budget=token_budget,
+                                          where=self.where)
+        self.memory, self.cost = self.pricing.memory, self.pricing.cost
+        mem = self.memory
+        if self.batching_name == "continuous" and token_budget < min(self.model.max_context_tokens,
+                                                                     mem.num_blocks * mem.block_size_tokens):
+            raise InputError(self.where, "batching.token_budget", f"{token_budget} is below the model's context "
+                             f"({self.model.max_context_tokens}): long prompts could never be scheduled whole",
+                             "raise token_budget or use batching=chunked_prefill")
+        self.devices_per_instance = self.pricing.devices_per_instance
+        self.usd_per_hour = float(p.usd_per_hour if p.usd_per_hour is not None
+                                  else self.hardware.usd_per_hour * self.devices_per_instance)
+        self.max_request_tokens = min(self.model.max_context_tokens, mem.num_blocks * mem.block_size_tokens)
+        try:
+            self.cold_start = ColdStart(**(p.cold_start or {}))
+        except TypeError as err:
+            raise InputError(self.where, "cold_start", str(err), "valid keys: provision_s, chunked_loading, "
+                             "load_bytes_per_s, warmup_s, warm_start_s") from None
+        self._on_finish, self._on_first_token = on_finish, on_first_token
+        self._hash_block_tokens = hash_block_tokens
+        self.instances: list[Instance] = []
+        self.held: deque = deque()  # requests queued at the router (every instance at its cap)
+        self.completed = 0
+        self.min_instances = p.min_instances if p.min_instances is not None else min(p.instances, 1)
+        self.max_instances = p.max_instances if p.max_instances is not None else max(p.instances, 1) * 4
+        if not 0 <= self.min_instances <= self.max_instances:
+            raise InputError(self.where, "min_instances", "needs 0 <= min_instances <= max_instances", "fix the bounds")
+        self.warm_spares = 0
+        for _ in range(p.instances):
+            self._new_instance().activate()
+
+    # -- instances --------------------------------------------------------------------------------------------
+    def _new_instance(self) -> Instance:
+        p, mem, hw = self.cfg, self.memory, self.hardware
+        kv = BlockManager(mem.num_blocks, mem.block_size_tokens, prefix_caching=p.prefix_caching,
+                          hash_block_tokens=self._hash_block_tokens, kv_bytes_per_token=mem.kv_bytes_per_token,
+                          tier2_capacity_bytes=p.kv_tier2_bytes,
+                          tier2_bandwidth_bytes_per_s=p.kv_tier2_bandwidth_bytes_per_s or hw.host_link_bandwidth_bytes_per_s)
+        try:
+            policy = make_policy(self.batching_name, kv, dict(self.batching))
+        except (TypeError, ValueError) as err:
+            raise InputError(f"conf/batching/{self.batching_name}.yaml", "parameters", str(err),
+                             "remove or rename the key") from None
+        inst = Instance(self.env, self.name, len(self.instances), policy, kv, self.cost, self._on_finish,
+                        self.run.fast_forward, on_first_token=self._on_first_token, on_stopped=self._on_stopped)
+        self.instances.append(inst)
+        return inst
+
+    def count(self, state: str) -> int:
+        return sum(1 for i in self.instances if i.state == state)
+
+    @property
+    def active(self) -> list[Instance]:
+        return [i for i in self.instances if i.state == "active"]
+
+    @property
+    def provisioned(self) -> int:
+        """Instances that are or will be serving (active + starting); the autoscalers' unit."""
+        return sum(1 for i in self.instances if i.state in ("active", "starting"))
+
+    def _start(self, inst: Instance, delay_s: float):
+        yield self.env.timeout(delay_s)
+        if inst.state == "starting":
+            inst.activate()
+            self._on_capacity()
+
+    def start_instances(self, k: int) -> None:
+        """Bring up `k` more instances: warm spares first (switch-in only), cold starts for the rest."""
+        weights = self.memory.weight_bytes
+        for _ in range(k):
+            spare = next((i for i in self.instances if i.state == "warm"), None)
+            if spare is not None:
+                spare.state = "starting"
+                self.env.process(self._start(spare, self.cold_start.warm_start_s))
+                self._keep_spares()
+                continue
+            inst = self._new_instance()
+            self.env.process(self._start(inst, self.cold_start.total_s(weights)))
+
+    def _keep_spares(self) -> None:
+        """Keep `warm_spares` pre-loaded replicas (weights in device memory, not serving; billed)."""
+        missing = self.warm_spares - self.count("warm") - self.count("warming")
+        for _ in range(max(0, missing)):
+            inst = self._new_instance()
+            inst.state = "warming"
+            self.env.process(self._make_warm(inst))
+
+    def _make_warm(self, inst: Instance):
+        yield self.env.timeout(self.cold_start.total_s(self.memory.weight_bytes))
+        if inst.state == "warming":
+            inst.state = "warm"
+
+    def set_warm_spares(self, k: int) -> None:
+        self.warm_spares = max(0, int(k))
+        self._keep_spares()
+
+    def drain_instances(self, k: int) -> None:
+        """Drain `k` instances: starting ones first (they hold nothing), then the least-loaded active ones."""
+        for inst in [i for i in self.instances if i.state == "starting"][:k]:
+            inst.drain()
+            k -= 1
+        for inst in sorted(self.active, key=lambda i: (i.outstanding, -i.index))[:max(0, k)]:
+            inst.drain()
+
+    def scale_to(self, target: int) -> int:
+        """Aim for `target` provisioned instances within [min_instances, max_instances]; returns the target used."""
+        target = max(self.min_instances, min(self.max_instances, int(target)))
+        now = self.provisioned
+        if target > now:
+            self.start_instances(target - now)
+        elif target < now:
+            self.drain_instances(now - target)
+        return target
+
+    def replace_wave(self, instances: list[Instance], reload_s: float):
+        """Rolling update of `instances`: drain each (nothing dropped), load the new weights, serve again."""
+        for inst in instances:
+            inst.drain()
+        while any(i.state != "stopped" for i in instances):
+            yield self.env.timeout(0.5)
+        for _ in instances:
+            new = self._new_instance()
+            self.env.process(self._start(new, reload_s))
+
+    # -- callbacks --------------------------------------------------------------------------------------------
+    def _on_stopped(self, inst: Instance) -> None:
+        pass
+
+    def _on_capacity(self) -> None:
+        """An instance became active: the cluster may dispatch held requests (set by the cluster)."""
+        if self.on_capacity is not None:
+            self.on_capacity(self)
+
+    on_capacity = None
