@@ -95,7 +95,10 @@ class BlockManager:
     def grow(self, request_id: int, tokens: int) -> bool:
         """Make the request hold enough own blocks for `tokens` tokens of KV (beyond its shared prefix);
         False, and no change, if they cannot be found even after evicting unreferenced prefix entries."""
-        need = self._own_blocks_for(request_id, tokens) - self._held.get(request_id, 0)
+        held = self._held.get(request_id, 0)
+        if held * self.block_size_tokens >= tokens:
+            return True  # fast path: the blocks it holds already cover `tokens` (the common decode step)
+        need = self._own_blocks_for(request_id, tokens) - held
         if need <= 0:
             return True
         if not self._make_room(need):

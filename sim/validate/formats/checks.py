@@ -78,18 +78,20 @@ def number_list(path, obj: dict, key: str, *, integer: bool = False, non_negativ
 
 
 def to_number(path, field: str, v, *, integer: bool = False, non_negative: bool = True) -> float:
-    """One numeric cell: rejects strings, booleans, NaN/inf, fractions where an integer is due, negatives."""
+    """One numeric cell: rejects strings, booleans, NaN/inf, fractions where an integer is due, negatives.
+    Messages quote the cell as written."""
+    shown = v.strip() if isinstance(v, str) else v
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         try:
             v = float(str(v).strip())
         except ValueError:
             raise InputError(path, field, f"is not a number: {v!r}", "give a number") from None
     if not math.isfinite(v):
-        raise InputError(path, field, f"is not finite: {v!r}", "give a finite number")
+        raise InputError(path, field, f"is not finite: {shown!r}", "give a finite number")
     if integer and float(v) != int(v):
-        raise InputError(path, field, f"is not a whole number of tokens: {v!r}", "give an integer")
+        raise InputError(path, field, f"is not a whole number of tokens: {shown!r}", "give an integer")
     if non_negative and v < 0:
-        raise InputError(path, field, f"is negative: {v!r}", "lengths and times must be >= 0")
+        raise InputError(path, field, f"is negative: {shown!r}", "lengths and times must be >= 0")
     return float(v)
 
 
