@@ -1,0 +1,230 @@
+"""`python -m calibrate.crosscheck <folder>`: our cost model against kernel times measured by another project.
+
+For every reference point (Vidur's A100 tables, mapped by `calibrate.vidur`) three predictions are compared with
+the measured time:
+  analytical  the simulator's fallback: datasheet roofline / default efficiency of the op + launch overhead
+              (`conf/cost/roofline.yaml`), and for all-reduce the ring formula over the datasheet link bandwidth x
+              `link_efficiency` (as `sim.cost` prices them);
+  profile     a measured profile of that hardware (`calibrate/profiles/<hardware>.parquet`, or --profile), where
+              one exists and covers the op;
+  refit       our cost-model *form* fitted to the reference data itself (`calibrate.fit`, every 4th shape by size
+              held out; errors on held-out shapes only): how well the form can represent that hardware once
+              calibrated.
+Errors are reported per Vidur op and TP degree (MAPE, median signed error = bias, worst), plus the error of the
+per-layer sum of the mapped non-attention ops. Output: a table and a JSON file.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from calibrate import ops
+from calibrate.fit import fit_rows, held_out_shapes
+from calibrate.profile import EfficiencyCurve, Profile, load_profile
+from calibrate.vidur import BUNDLE, ELEMENTWISE, GEMMS, ReferencePoint, load_reference
+from inferplan.errors import InputError, exit_on_input_error
+from inferplan.specs import CONF_DIR, HardwareSpec, load_hardware
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_OUT = REPO / "calibration" / "crosscheck" / "vidur_a100.json"
+LAYER_OPS = GEMMS + tuple(ELEMENTWISE)
+
+
+class AnalyticalModel:
+    """The simulator's analytical pricing of one op (mirrors `sim.cost.pricer.OpPricer` without a profile)."""
+
+    def __init__(self, hw: HardwareSpec, cost: dict) -> None:
+        self.hw = hw
+        self.efficiency = {k: float(v) for k, v in cost["efficiency"].items()}
+        self.launch_s = float(cost["launch_s"])
+        self.link_efficiency = float(cost.get("link_efficiency", 1.0))
+
+    def time_s(self, p: ReferencePoint) -> float:
+        if p.op == "allreduce":
+            intra = p.link == "intra"
+            bw = (self.hw.intra_node_bandwidth_bytes_per_s if intra else self.hw.inter_node_bandwidth_bytes_per_s)
+            lat = self.hw.intra_node_latency_s if intra else self.hw.inter_node_latency_s
+            return ops.allreduce_s(p.bytes, p.tp, bw * self.link_efficiency, lat)
+        peak = self.hw.peak_for(ops.check_dtype(p.dtype)["compute"])
+        curve = EfficiencyCurve((1.0,), (self.efficiency[p.op],), self.launch_s)
+        return curve.time_s(ops.roofline_s(p.flops, p.bytes, peak, self.hw.mem_bandwidth_bytes_per_s))
+
+
+def profile_time_s(profile: Profile, p: ReferencePoint) -> float | None:
+    curve = profile.curve(p.op, p.dtype)
+    if curve is None:
+        return None
+    peak = profile.peak_flops_per_s.get(ops.check_dtype(p.dtype)["compute"]) or profile.peak_flops_per_s["bf16"]
+    return curve.time_s(ops.roofline_s(p.flops, p.bytes, peak, profile.mem_bytes_per_s))
+
+
+def _axis_s(p: ReferencePoint, hw: HardwareSpec) -> float:
+    """The size axis the refit uses: the datasheet roofline (compute ops) or the bandwidth term (all-reduce)."""
+    if p.op == "allreduce":
+        bw = hw.intra_node_bandwidth_bytes_per_s if p.link == "intra" else hw.inter_node_bandwidth_bytes_per_s
+        return 2.0 * (p.tp - 1) / p.tp * p.bytes / bw
+    peak = hw.peak_for(ops.check_dtype(p.dtype)["compute"])
+    return ops.roofline_s(p.flops, p.bytes, peak, hw.mem_bandwidth_bytes_per_s)
+
+
+def refit_predictions(points: list[ReferencePoint], hw: HardwareSpec, every: int = 4
+                      ) -> tuple[dict[int, float], dict[str, dict]]:
+    """Fit one curve per (op, dtype) (all-reduce: per link and rank count) on the non-held-out shapes; returns
+    predictions for the held-out points (by index) and each fit's summary."""
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for i, p in enumerate(points):
+        name = f"{p.op}/{p.dtype}" + (f"/{p.link}/{p.tp}" if p.op == "allreduce" else "")
+        name += "/bundle" if p.vidur_op == BUNDLE else ""
+        groups[name].append({"i": i, "op": name, "dtype": p.dtype, "shape": f"{p.model}|{p.tp}|{p.shape}",
+                             "roofline_s": _axis_s(p, hw), "measured_s": p.measured_s})
+    predictions, fits = {}, {}
+    for name, rows in sorted(groups.items()):
+        held = held_out_shapes(rows, every)
+        fit = fit_rows(rows, held)
+        if fit is None:
+            continue
+        fits[name] = fit.summary()
+        for r in rows:
+            if (r["op"], r["dtype"], r["shape"]) in held:
+                predictions[r["i"]] = fit.curve.time_s(r["roofline_s"])
+    return predictions, fits
+
+
+def _stats(pairs: list[tuple[float, float]]) -> dict:
+    """MAPE, median signed error (bias) and worst absolute error, in percent, of (predicted, measured) pairs."""
+    if not pairs:
+        return {"n": 0, "mape_pct": None, "bias_pct": None, "worst_pct": None}
+    err = np.array([100.0 * (pred - meas) / meas for pred, meas in pairs])
+    return {"n": len(pairs), "mape_pct": float(np.mean(np.abs(err))), "bias_pct": float(np.median(err)),
+            "worst_pct": float(np.max(np.abs(err)))}
+
+
+def crosscheck(points: list[ReferencePoint], hw: HardwareSpec, cost: dict, profile: Profile | None,
+               holdout_every: int = 4) -> dict:
+    """Errors of each cost model per (Vidur op, TP) and of the per-layer sums; JSON-ready."""
+    analytical = AnalyticalModel(hw, cost)
+    ana = [analytical.time_s(p) for p in points]
+    prof = [profile_time_s(profile, p) if profile is not None else None for p in points]
+    refit, fits = refit_predictions(points, hw, holdout_every)
+    cells: dict[tuple[str, int], dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    layers: dict[tuple[str, int, int], dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for i, p in enumerate(points):
+        cell = cells[(p.vidur_op, p.tp)]
+        cell["analytical"].append((ana[i], p.measured_s))
+        if prof[i] is not None:
+            cell["profile"].append((prof[i], p.measured_s))
+        if i in refit:
+            cell["refit"].append((refit[i], p.measured_s))
+        if p.vidur_op in LAYER_OPS:
+            acc = layers[(p.model, p.tp, p.tokens)]
+            acc["measured"] += p.measured_s
+            acc["analytical"] += ana[i]
+            acc["n"] += 1
+    kinds = ("analytical", "profile", "refit")
+    by_op_tp = [{"op": op, "tp": tp, **{kind: _stats(cells[(op, tp)][kind]) for kind in kinds}}
+                for op, tp in sorted(cells)]
+    pooled: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    for (op, _), cell in cells.items():
+        for kind in kinds:
+            pooled[op][kind] += cell[kind]
+    by_op = [{"op": op, **{kind: _stats(pooled[op][kind]) for kind in kinds}} for op in sorted(pooled)]
+    complete: dict[str, float] = defaultdict(float)  # ops a model's table maps per layer (phi-2 has one fewer)
+    for (model, _, _), acc in layers.items():
+        complete[model] = max(complete[model], acc["n"])
+    per_model: dict[tuple[str, int], list[tuple[float, float]]] = defaultdict(list)
+    for (model, tp, _), acc in layers.items():
+        if acc["n"] == complete[model]:
+            per_model[(model, tp)].append((acc["analytical"], acc["measured"]))
+    by_layer = [{"model": m, "tp": tp, "analytical": _stats(v)} for (m, tp), v in sorted(per_model.items())]
+    return {"hardware": hw.name, "points": len(points), "cost": cost,
+            "profile": None if profile is None else profile.path, "holdout_every": holdout_every,
+            "by_op": by_op, "by_op_tp": by_op_tp, "layer_sum": by_layer, "refit_curves": fits}
+
+
+def _load_cost(path: Path) -> dict:
+    if not path.is_file():
+        raise InputError(path, "path", "cost defaults not found", "give --cost conf/cost/roofline.yaml")
+    cost = yaml.safe_load(path.read_text()) or {}
+    for key in ("efficiency", "launch_s"):
+        if key not in cost:
+            raise InputError(path, key, "missing", "see conf/cost/roofline.yaml")
+    return {k: cost[k] for k in ("efficiency", "launch_s", "link_efficiency") if k in cost}
+
+
+def _profile(arg: str, hw: HardwareSpec) -> Profile | None:
+    if arg == "none":
+        return None
+    path = REPO / "calibrate" / "profiles" / f"{hw.name}.parquet" if arg == "auto" else Path(arg)
+    if arg == "auto" and not path.is_file():
+        return None
+    return load_profile(path, expected_hardware=hw.name)
+
+
+def _fmt(s: dict) -> str:
+    return "-" if s["n"] == 0 else f"{s['mape_pct']:.1f} / {s['bias_pct']:+.1f} / {s['worst_pct']:.0f}"
+
+
+def print_tables(result: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    console = console if console.is_terminal else Console(width=150)
+    table = Table(title=f"cost model vs Vidur's measurements on {result['hardware']}: MAPE / median signed / worst "
+                        "(%); refit = held-out shapes only")
+    for col in ("Vidur op", "TP", "points", "analytical", "profile", "refit (held out)"):
+        table.add_column(col, justify="left" if col == "Vidur op" else "right")
+    for row in result["by_op_tp"]:
+        table.add_row(row["op"], str(row["tp"]), str(row["analytical"]["n"]), _fmt(row["analytical"]),
+                      _fmt(row["profile"]), _fmt(row["refit"]))
+    console.print(table)
+    pooled = Table(title="all TP degrees pooled: MAPE / median signed / worst (%)")
+    for col in ("Vidur op", "points", "analytical", "profile", "refit (held out)"):
+        pooled.add_column(col, justify="left" if col == "Vidur op" else "right")
+    for row in result["by_op"]:
+        pooled.add_row(row["op"], str(row["analytical"]["n"]), _fmt(row["analytical"]), _fmt(row["profile"]),
+                       _fmt(row["refit"]))
+    console.print(pooled)
+    layer = Table(title="per-layer sum of the mapped non-attention ops, analytical (%)")
+    for col in ("model", "TP", "sizes", "MAPE / median signed / worst"):
+        layer.add_column(col)
+    for row in result["layer_sum"]:
+        layer.add_row(row["model"], str(row["tp"]), str(row["analytical"]["n"]), _fmt(row["analytical"]))
+    console.print(layer)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m calibrate.crosscheck", description=__doc__.splitlines()[0])
+    parser.add_argument("folder", help="Vidur reference profiles, e.g. ../shared/reference-profiles/vidur")
+    parser.add_argument("--hardware", default="a100_80gb", help="conf/hardware entry the tables were measured on")
+    parser.add_argument("--cost", default=str(CONF_DIR / "cost" / "roofline.yaml"), help="analytical defaults")
+    parser.add_argument("--profile", default="auto", help="auto (calibrate/profiles/<hardware>.parquet if any), "
+                                                          "none, or a path")
+    parser.add_argument("--out", default=str(DEFAULT_OUT), help="JSON output path")
+    parser.add_argument("--sample-rows", type=int, default=None, help="use at most this many rows per file, "
+                                                                      "spread over it (tests)")
+    args = parser.parse_args(argv)
+    with exit_on_input_error():
+        hw = load_hardware(args.hardware)
+        points, notes = load_reference(args.folder, args.sample_rows)
+        points = [p for p in points if p.hardware == hw.name]
+        result = crosscheck(points, hw, _load_cost(Path(args.cost)), _profile(args.profile, hw))
+        result |= {"source": str(Path(args.folder).resolve()), "notes": notes}
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=1) + "\n")
+        print_tables(result)
+        for note in notes:
+            print(f"note: {note}")
+        print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
