@@ -86,6 +86,11 @@ class SloConfig:
     ttft_p99_s: float = 2.0
     tpot_p99_s: float = 0.1
     served_fraction: float = 0.9999
+    classes: dict = field(default_factory=dict)  # per request class: {ttft_p99_s, tpot_p99_s} overriding the above
+
+    def for_class(self, name: str) -> tuple[float, float]:
+        c = self.classes.get(name, {})
+        return float(c.get("ttft_p99_s", self.ttft_p99_s)), float(c.get("tpot_p99_s", self.tpot_p99_s))
 
 
 @dataclass(frozen=True)

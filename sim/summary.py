@@ -19,9 +19,27 @@ def summarize(run: RunConfig, cluster, cols: dict, duration_s: float, sampler_pe
     out_tok = float(cols["output_tokens"][done].sum())
     in_tok = float(cols["prompt_tokens"][done].sum())
     slo = run.slo
+    classes = cols["request_class"]
+    ttft_lim = np.full(n, slo.ttft_p99_s)
+    tpot_lim = np.full(n, slo.tpot_p99_s)
+    for name in slo.classes:
+        sel = classes == name
+        ttft_lim[sel], tpot_lim[sel] = slo.for_class(name)
     with np.errstate(invalid="ignore"):
-        tpot_ok = np.where(np.isfinite(cols["tpot_s"]), cols["tpot_s"] <= slo.tpot_p99_s, True)
-        good = done & (cols["ttft_s"] <= slo.ttft_p99_s) & tpot_ok
+        tpot_ok = np.where(np.isfinite(cols["tpot_s"]), cols["tpot_s"] <= tpot_lim, True)
+        good = done & (cols["ttft_s"] <= ttft_lim) & tpot_ok
+    per_class = {}
+    for name in sorted(set(classes.tolist())):
+        sel = classes == name
+        sd = sel & done
+        c_ttft, c_tpot = slo.for_class(name)
+        p_ttft, p_tpot = percentiles(cols["ttft_s"][sd]), percentiles(cols["tpot_s"][sd])
+        served_c = float(sd.sum()) / float(sel.sum())
+        per_class[name] = {"requests": int(sel.sum()), "completed": int(sd.sum()),
+                           "ttft_s": p_ttft, "tpot_s": p_tpot, "ttft_p99_s_target": c_ttft, "tpot_p99_s_target": c_tpot,
+                           "attainment": float((good & sel).sum()) / float(sel.sum()), "served": served_c,
+                           "met": {"ttft_p99": bool(p_ttft["p99"] <= c_ttft), "tpot_p99": bool(not p_tpot["p99"] > c_tpot),
+                                   "served_fraction": bool(served_c >= slo.served_fraction)}}
     rev = revenue_usd(cols, run.scenario.price_sheet)
     ttft, tpot, e2e = (percentiles(cols[k][done]) for k in ("ttft_s", "tpot_s", "e2e_s"))
     served = float(done.sum()) / n if n else 1.0
@@ -77,8 +95,10 @@ def summarize(run: RunConfig, cluster, cols: dict, duration_s: float, sampler_pe
         "slo": {"ttft_p99_s": slo.ttft_p99_s, "tpot_p99_s": slo.tpot_p99_s, "served_fraction": slo.served_fraction,
                 "attainment": float(good.sum()) / n if n else 1.0, "goodput_requests_per_s": float(good.sum()) / dur,
                 "served": served,
-                "met": {"ttft_p99": bool(ttft["p99"] <= slo.ttft_p99_s), "tpot_p99": bool(not tpot["p99"] > slo.tpot_p99_s),
-                        "served_fraction": bool(served >= slo.served_fraction)}},
+                "met": {"ttft_p99": all(c["met"]["ttft_p99"] for c in per_class.values()) if per_class else True,
+                        "tpot_p99": all(c["met"]["tpot_p99"] for c in per_class.values()) if per_class else True,
+                        "served_fraction": bool(served >= slo.served_fraction)},
+                "classes": per_class},
         "cost": {"usd": total_usd, "usd_per_million_output_tokens": total_usd / out_tok * 1e6 if out_tok else None,
                  "usd_per_million_input_tokens": total_usd / in_tok * 1e6 if in_tok else None,
                  "usd_per_request": total_usd / float(done.sum()) if done.any() else None,

@@ -1,2 +1,5 @@
-"""Iteration pricing: `base.py` (the CostModel protocol), `roofline.py` (layer-by-layer composition), `pricer.py`
-(one op from a measured profile or the datasheet roofline), `memory.py` (weights, KV capacity)."""
+"""Iteration pricing. Read first: `base.py` (the CostModel protocol), `factory.py` (what the cluster calls:
+`build_pool_pricing`), `roofline.py` (an iteration composed from layers for any deployment). Then `layers.py` (one
+layer's ops on one device), `pricer.py` (one op from a measured profile or the datasheet roofline),
+`deployment.py` + `layout.py` (the pool's `deployment:` and where pieces sit), `memory.py` + `weights.py` (weights,
+KV capacity), `comm.py` (collectives), `experts.py` (expert load), `host.py` (host overhead)."""

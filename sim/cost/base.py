@@ -38,10 +38,15 @@ class BatchShape:
 
 @dataclass(frozen=True, slots=True)
 class StepCost:
-    """An iteration's time and its decomposition; `sum(parts.values()) == total_s` up to rounding."""
+    """An iteration's time and its decomposition; `sum(parts.values()) == total_s` up to rounding.
+
+    `hidden_s` is communication that ran under compute (two-micro-batch overlap): real work, but not part of the
+    iteration's time, so it is not in `parts`.
+    """
 
     total_s: float
     parts: dict[str, float]
+    hidden_s: float = 0.0
 
 
 class CostModel(Protocol):
@@ -50,10 +55,17 @@ class CostModel(Protocol):
     Postconditions: `step_cost(b).total_s > 0` for any non-empty batch (a zero-time step would stall the
     simulation clock), parts are ≥ 0 and sum to the total; the result depends only on `b` (deterministic).
     `kind` is "measured", "analytical" or "mixed"; `describe()` says which ops came from where.
+    `tokens_per_step` is the expected tokens a decoding sequence emits per iteration (1.0; more with speculative
+    decoding / MTP, where `draft_tokens` drafts are verified per step with acceptance probabilities `acceptance`).
+    `decode_run(b, steps, ctx_sums=None)` prices a run of decode-only iterations of the same sequences at once:
+    element j equals `step_cost` of the shape with `decode_ctx_sum = ctx_sums[j]` (default: +decode_seqs a step).
     """
 
     kind: str
+    tokens_per_step: float
 
     def step_cost(self, batch: BatchShape) -> StepCost: ...
+
+    def decode_run(self, batch: BatchShape, steps: int, ctx_sums=None): ...
 
     def describe(self) -> dict: ...

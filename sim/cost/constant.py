@@ -13,6 +13,9 @@ from sim.cost.base import PARTS, BatchShape, StepCost
 
 class SyntheticCostModel:
     kind = "analytical"
+    tokens_per_step = 1.0
+    draft_tokens = 0
+    acceptance: tuple[float, ...] = ()
 
     def __init__(self, step_time_s: float, per_token_s: float = 0.0) -> None:
         if step_time_s < 0 or per_token_s < 0 or not (step_time_s > 0 or per_token_s > 0):
@@ -29,7 +32,7 @@ class SyntheticCostModel:
             cost = self._cache[n] = StepCost(parts["overhead"], parts)
         return cost
 
-    def decode_run(self, batch: BatchShape, steps: int):
+    def decode_run(self, batch: BatchShape, steps: int, ctx_sums=None):
         """`steps` identical decode iterations (the same tokens each): constant step times."""
         cost = self.step_cost(batch)
         return np.full(steps, cost.total_s), dict(cost.parts)

@@ -57,11 +57,20 @@ class OpPricer:
         scale = self.efficiency_scale.get(op, 1.0)
         return curve.time_s(roofline_s(flops, bytes_, peak, bw) / scale)
 
-    def time_s_array(self, op: str, dtype: str, flops: np.ndarray, bytes_: np.ndarray) -> np.ndarray:
-        """`time_s` over arrays of work (same arithmetic, elementwise); used to price runs of decode steps."""
+    def time_s_array(self, op: str, dtype: str, flops, bytes_):
+        """Seconds of `op` over arrays of work, elementwise; used to price runs of decode steps. A step priced alone
+        goes through here too (floats in, a float out) with the same arithmetic, so the two agree exactly: floats
+        take the plain-Python path only where it is the same IEEE operations (a single-knot curve); multi-knot
+        curves interpolate in numpy either way."""
         entry = self._cache.get((op, dtype)) or self._resolve(op, dtype)
         curve, peak, bw = entry
         scale = self.efficiency_scale.get(op, 1.0)
+        if len(curve.roofline_s) == 1 and not isinstance(flops, np.ndarray) and not isinstance(bytes_, np.ndarray):
+            roof = max(flops / peak, bytes_ / bw) / scale
+            return curve.launch_s + roof / curve.efficiency[0] if roof > 0 else curve.launch_s
+        if not isinstance(flops, np.ndarray) and not isinstance(bytes_, np.ndarray):
+            return float(self.time_s_array(op, dtype, np.array([flops], dtype=np.float64),
+                                           np.array([bytes_], dtype=np.float64))[0])
         roof = np.maximum(flops / peak, bytes_ / bw) / scale
         if len(curve.roofline_s) == 1:
             eff = curve.efficiency[0]

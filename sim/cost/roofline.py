@@ -1,39 +1,89 @@
-"""Iteration cost composed layer by layer from priced ops (dense GQA or MLA attention; MLP or MoE).
+"""An iteration's time composed layer by layer from priced ops, for any deployment (`sim.cost.deployment`).
 
-For each iteration: the projections and MLP as GEMMs over all new tokens, attention split into prefill and
-decode parts, elementwise passes, tensor-parallel all-reduces, the LM head over the sampled rows, and a fixed
-per-iteration host overhead (scheduling, sampling, launches). Each op is priced by `OpPricer`; the parts are
-summed into the named buckets of `sim.cost.base.PARTS`.
+1. DP attention: the scheduled batch is spread over `dp` ranks; the busiest rank gets ceil(n/dp) of the prefill
+   chunks and of the decodes, each of the mean size (a sequence cannot be split across ranks, so one long prompt
+   lands on one rank). Its share sets the attention and dense time; every layer waits for the slowest rank.
+2. Micro-batches: the rank's share is split evenly into `pp_micro_batches` (pipeline) x 2 (two-micro-batch
+   overlap) pieces; each layer is priced for one piece (`sim.cost.layers`).
+3. Overlap: without it a layer takes compute + communication; with two micro-batches it takes
+   max(2 compute, 2 communication) (one micro-batch's all-to-all runs while the other computes), plus, once per
+   stage pass, min(compute, communication) of one micro-batch (the first compute / last transfer cannot hide).
+   Compute parts are reported in full; `communication` holds only the exposed rest, the hidden part is
+   `StepCost.hidden_s`. Cold-expert fetches are never hidden.
+4. Pipeline: the slowest stage (its layers; the LM head and MTP drafts on the last) plus the send of one
+   micro-batch's hidden states is a slot; an iteration is `pp_micro_batches` slots, plus pp - 1 more when
+   `pp_bubble` (fill and drain each iteration; off: the pipeline stays full across iterations, as engines that keep
+   pp batches in flight).
+5. MTP: a decode verifies 1 + n tokens (n drafts) in the main model; each of n draft steps runs the MTP module (one
+   layer + eh_proj + LM head) on one token per sequence (the first also over prefill tokens, to fill its KV).
+6. Host overhead per iteration (`sim.cost.host`).
+
+Parts (`sim.cost.base.PARTS`) sum to the total. A run of decode steps is priced in one vectorised call: only the
+decode context changes between its steps, and step_cost(b) is the same call with one context.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from calibrate import ops
 from inferplan.specs import HardwareSpec, ModelSpec
 from sim.cost.base import PARTS, BatchShape, StepCost
+from sim.cost.comm import Links
+from sim.cost.deployment import Deployment, parse_deployment
+from sim.cost.host import HostOverhead, resolve_host
+from sim.cost.layers import COMPUTE_PARTS, LayerCost, LayerPricer, Work
+from sim.cost.layout import build_layout
 from sim.cost.pricer import OpPricer
 
 
-class LayeredCostModel:
-    """Prices an iteration of one instance of `model` on `tp` devices of `hw`.
+def _max(a, b):
+    """max for floats or arrays (elementwise); the same IEEE result either way."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.maximum(a, b)
+    return a if a >= b else b
 
-    `weights_dtype` applies to projection/MLP/expert GEMMs; attention reads KV in `kv_dtype`; activations and
-    elementwise ops are bf16. `link_efficiency` scales the datasheet link bandwidth for collectives.
-    """
+
+def _min(a, b):
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.minimum(a, b)
+    return a if a <= b else b
+
+
+def _where(cond, a, b):
+    if isinstance(cond, np.ndarray):
+        return np.where(cond, a, b)
+    return a if cond else b
+
+
+def _share(n: int, ranks: int) -> float:
+    """Fraction of n items the busiest of `ranks` ranks gets (ceil(n / ranks) / n)."""
+    return math.ceil(n / ranks) / n if n else 0.0
+
+
+class LayeredCostModel:
+    """Prices an iteration of one instance of `model` on `hw`, laid out by `deployment` (default: one replica on
+    `tp` devices, every weight in `weights_dtype`). Attention reads KV in `kv_dtype`; `link_efficiency` scales the
+    datasheet links for collectives."""
 
     def __init__(self, model: ModelSpec, hw: HardwareSpec, pricer: OpPricer, *, tp: int = 1,
                  weights_dtype: str = "bf16", kv_dtype: str = "bf16", step_overhead_s: float = 0.0,
-                 link_efficiency: float = 1.0) -> None:
+                 link_efficiency: float = 1.0, deployment: Deployment | None = None,
+                 host: HostOverhead | None = None, where: str = "cost model") -> None:
         if tp < 1:
             raise ValueError("tp must be >= 1")
-        self.m, self.hw, self.pricer, self.tp = model, hw, pricer, tp
-        self.wd, self.kvd = weights_dtype, kv_dtype
-        self.kv_elem_bytes = 1.0 if kv_dtype in ("fp8", "fp8_block") else ops.check_dtype(kv_dtype)["act_bytes"]
-        self.step_overhead_s = float(step_overhead_s)
-        intra = tp <= hw.devices_per_node
-        self.link_bytes_per_s = (hw.intra_node_bandwidth_bytes_per_s if intra else hw.inter_node_bandwidth_bytes_per_s) * link_efficiency
-        self.link_latency_s = hw.intra_node_latency_s if intra else hw.inter_node_latency_s
+        dep = deployment or parse_deployment(None, tp=tp, weights_dtype=weights_dtype, where=where)
+        if dep.tp != tp:
+            raise ValueError(f"deployment.tp={dep.tp} differs from tp={tp}")
+        self.m, self.hw, self.pricer, self.tp, self.dep = model, hw, pricer, tp, dep
+        self.lay = build_layout(model, dep, where)
+        self.links = Links(hw, tp=tp, ep=dep.ep, stage_devices=self.lay.stage_devices, pp=dep.pp,
+                           link_efficiency=link_efficiency, scale=pricer.efficiency_scale)
+        self.layers = LayerPricer(model, dep, self.lay, pricer, self.links, kv_dtype)
+        self.host = host or resolve_host(dep.host, step_overhead_s, pricer.profile)
+        self.tokens_per_step = dep.tokens_per_step
+        self.draft_tokens = dep.draft_tokens
+        self.acceptance = () if dep.mtp is None else dep.mtp.acceptance
         self._cache: dict[BatchShape, StepCost] = {}
 
     @property
@@ -41,135 +91,152 @@ class LayeredCostModel:
         return self.pricer.kind
 
     def describe(self) -> dict:
-        p = self.pricer
-        return {"kind": p.kind, "profile": None if p.profile is None else p.profile.path,
-                "hardware": self.hw.name,
-                "measured_ops": sorted(f"{o}/{d}" for o, d in p.measured),
-                "analytical_ops": sorted(f"{o}/{d}" for o, d in p.analytical)}
+        p, d, lay = self.pricer, self.dep, self.lay
+        out = {"kind": p.kind, "profile": None if p.profile is None else p.profile.path, "hardware": self.hw.name,
+               "measured_ops": sorted(f"{o}/{t}" for o, t in p.measured),
+               "analytical_ops": sorted(f"{o}/{t}" for o, t in p.analytical),
+               "deployment": {"preset": d.preset, "devices": lay.devices, "tp": d.tp, "dp": d.dp,
+                              "ep": d.ep, "pp": d.pp, "pp_micro_batches": d.micro_batches, "pp_bubble": d.pp_bubble,
+                              "weights": dict(d.weights), "overlap": d.communication.overlap,
+                              "tokens_per_step": self.tokens_per_step,
+                              "sparse_attention_top_k": (None if d.sparse_attention is None
+                                                         else d.sparse_attention.top_k_tokens)},
+               "host": self.host.describe(),
+               "hidden_communication": "StepCost.hidden_s: communication overlapped by compute, not in the parts"}
+        if self.m.moe is not None:
+            out["experts"] = {"slots_per_device": lay.expert_slots_per_layer * lay.expert_share_per_device,
+                              "placement_imbalance": self.layers.base_imbalance,
+                              "statistical_imbalance": d.experts.statistical_imbalance,
+                              "cold_experts_per_layer": lay.cold_experts, "cold_traffic_share": self.layers.cold_share}
+        return out
 
-    # -- op helpers -------------------------------------------------------------------------------------------
-    def _gemm(self, m_tokens: float, n: float, k: float, dtype: str | None = None) -> float:
-        if m_tokens <= 0:
-            return 0.0
-        dtype = dtype or self.wd
-        return self.pricer.time_s("gemm", dtype, *ops.gemm_work(m_tokens, n, k, dtype))
+    # -- composition ------------------------------------------------------------------------------------------
+    def _works(self, b: BatchShape, split: int) -> tuple[Work, list[tuple[Work, float]], float, float, float]:
+        """The busiest device's work per micro-batch; the MTP draft steps' works with their LM-head rows; the
+        decode-context factor; the main LM-head rows; the rank's tokens per iteration."""
+        dp, q = self.dep.dp, 1 + self.draft_tokens
+        fp, fd, fs = _share(b.prefill_seqs, dp), _share(b.decode_seqs, dp), _share(b.sampled_seqs, dp)
+        rank_tokens = fp * b.prefill_tokens + fd * b.decode_seqs * q
+        group = b.prefill_tokens + b.decode_seqs * q if self.dep.ep > 1 else rank_tokens
+        g = 1.0 / split
+        main = Work(rank_tokens * g, fp * b.prefill_tokens * g, fp * b.prefill_q_ctx_sum * g,
+                    fp * b.prefill_q_sq_sum * g, fp * b.prefill_kv_tokens * g, fd * b.decode_seqs * g, q, group * g)
+        drafts = []
+        for i in range(self.draft_tokens):  # draft step i: one token per decoding sequence (+ the prompts, first)
+            pf = fp * g if i == 0 else 0.0
+            dec = fd * b.decode_seqs * g
+            tokens = pf * b.prefill_tokens + dec
+            grp = (b.prefill_tokens * (i == 0) + b.decode_seqs) * g if self.dep.ep > 1 else tokens
+            drafts.append((Work(tokens, pf * b.prefill_tokens, pf * b.prefill_q_ctx_sum, pf * b.prefill_q_sq_sum,
+                                pf * b.prefill_kv_tokens, dec, 1, grp), fs * b.sampled_seqs * g))
+        head_rows = (fs * b.sampled_seqs + fd * b.decode_seqs * (q - 1)) * g
+        return main, drafts, fd * g, head_rows, rank_tokens
 
-    def _allreduce(self, tokens: float) -> float:
-        if self.tp <= 1 or tokens <= 0:
-            return 0.0
-        scale = self.pricer.efficiency_scale.get("allreduce", 1.0)
-        return ops.allreduce_s(tokens * self.m.hidden_size * 2.0, self.tp, self.link_bytes_per_s * scale,
-                               self.link_latency_s)
+    @staticmethod
+    def _overlapped(lc: LayerCost, u: int) -> tuple[dict, object]:
+        """One layer's parts for u pieces: compute in full; `communication` = the exposed communication (all of
+        it without overlap; max(2c, 2x) - 2c with two micro-batches) plus the host fetches; and the once-per-pass
+        fill min(c, x) of the overlap (0 without)."""
+        parts = {k: u * lc.compute[k] for k in COMPUTE_PARTS}
+        if u == 2:
+            c = lc.compute_s()
+            exposed, fill = _max(2 * c, 2 * lc.comm_s) - 2 * c, _min(c, lc.comm_s)
+        else:
+            exposed, fill = lc.comm_s, 0.0
+        parts["communication"] = exposed + u * lc.fetch_s
+        return parts, fill
 
-    # -- per-layer parts --------------------------------------------------------------------------------------
-    def _attention_layer(self, b: BatchShape) -> tuple[float, float]:
-        """(projection GEMM seconds, attention kernel seconds) of one layer."""
-        m, tp, T = self.m, self.tp, b.num_tokens
-        h = m.num_heads / tp
-        attn = 0.0
-        if m.attention_kind == "gqa":
-            kv = max(1.0, m.num_kv_heads / tp)
-            d = m.head_dim
-            proj = self._gemm(T, (h + 2 * kv) * d, m.hidden_size) + self._gemm(T, m.hidden_size, h * d)
-            if b.prefill_tokens:
-                attn += self.pricer.time_s("attn_prefill", "bf16", *ops.attn_prefill_work(
-                    b.prefill_q_sq_sum, b.prefill_q_ctx_sum, b.prefill_tokens, b.prefill_kv_tokens,
-                    int(round(h)), int(round(kv)), d, self.kv_elem_bytes))
-            if b.decode_seqs:
-                attn += self._decode_attention(b.decode_seqs, b.decode_ctx_sum)
-            return proj, attn
-        # MLA: low-rank Q and KV projections; prefill up-projects the latent cache (non-absorbed), decode
-        # absorbs the up-projections into the query and output (two per-head batched GEMMs).
-        rank, rope, nope, v = m.kv_lora_rank, m.qk_rope_head_dim, m.qk_nope_head_dim, m.v_head_dim
-        q_proj = (self._gemm(T, m.q_lora_rank, m.hidden_size) + self._gemm(T, h * (nope + rope), m.q_lora_rank)
-                  if m.q_lora_rank else self._gemm(T, h * (nope + rope), m.hidden_size))
-        proj = q_proj + self._gemm(T, rank + rope, m.hidden_size) + self._gemm(T, m.hidden_size, h * v)
-        if b.prefill_tokens:
-            proj += self._gemm(b.prefill_kv_tokens, h * (nope + v), rank)
-            attn += self.pricer.time_s("attn_prefill", "bf16", *ops.attn_prefill_work(
-                b.prefill_q_sq_sum, b.prefill_q_ctx_sum, b.prefill_tokens, b.prefill_kv_tokens,
-                int(round(h)), int(round(h)), (nope + rope + v) // 2, 2.0))
-        if b.decode_seqs:
-            proj += self._gemm(b.decode_seqs, h * rank, nope, "bf16") + self._gemm(b.decode_seqs, h * v, rank, "bf16")
-            attn += self._decode_attention(b.decode_seqs, b.decode_ctx_sum)
-        return proj, attn
+    def _stage(self, st, kinds: dict, draft: list, head_s: float, u: int):
+        """(parts, hidden communication, launches) of one micro-batch slot of stage `st`."""
+        parts = dict.fromkeys(COMPUTE_PARTS + ("communication",), 0.0)
+        comm_work, fetch, launches = 0.0, 0.0, 0
+        layers = [(kinds[kind], n, kind == (st.moe_layers > 0))
+                  for kind, n in ((False, st.dense_layers), (True, st.moe_layers)) if n]
+        if st.last:
+            parts["dense_gemm"] = u * head_s
+            launches += u
+            layers += [(lc, 1, True) for lc, _ in draft]
+            for _, extra_s in draft:
+                parts["dense_gemm"] = parts["dense_gemm"] + u * extra_s
+                launches += 2 * u
+        for lc, n, with_fill in layers:
+            lp, fill = self._overlapped(lc, u)
+            for k in parts:
+                parts[k] = parts[k] + n * lp[k]
+            if with_fill:
+                parts["communication"] = parts["communication"] + fill
+            comm_work = comm_work + n * u * lc.comm_s
+            fetch += n * u * lc.fetch_s
+            launches += n * u * lc.launches
+        return parts, _max(0.0, comm_work - (parts["communication"] - fetch)), launches
 
-    def _decode_attention(self, seqs: int, ctx_sum, vectorized: bool = False):
-        """One layer's decode attention for `seqs` sequences with `ctx_sum` cached tokens in all (scalar, or an
-        array of context sums priced elementwise with the same arithmetic)."""
-        m, tp = self.m, self.tp
-        h = int(round(m.num_heads / tp))
-        price = self.pricer.time_s_array if vectorized else self.pricer.time_s
-        if m.attention_kind == "gqa":
-            kv = int(round(max(1.0, m.num_kv_heads / tp)))
-            return price("attn_decode", self.kvd if self.kvd != "fp8_block" else "fp8",
-                         *ops.attn_decode_work(seqs, ctx_sum, h, kv, m.head_dim, self.kv_elem_bytes))
-        return price("attn_mla_decode", "bf16", *ops.attn_mla_decode_work(
-            seqs, ctx_sum, h, m.kv_lora_rank, m.qk_rope_head_dim, self.kv_elem_bytes))
+    def _price(self, b: BatchShape, ctx):
+        """(total, parts, hidden communication) of shape b with decode_ctx_sum = ctx: floats for one context, arrays
+        (elementwise the same arithmetic) for an array of contexts."""
+        dep, lay, lp = self.dep, self.lay, self.layers
+        q = 1 + self.draft_tokens
+        rank_est = _share(b.prefill_seqs, dep.dp) * b.prefill_tokens + _share(b.decode_seqs, dep.dp) * b.decode_seqs * q
+        u = 2 if dep.communication.overlap == "two_micro_batches" and rank_est >= 2 else 1
+        mb = dep.micro_batches
+        main, drafts, ctx_factor, head_rows, rank_tokens = self._works(b, mb * u)
+        ctx = ctx * ctx_factor
+        kinds = {}
+        if any(st.dense_layers for st in lay.stages):
+            kinds[False] = lp.layer(main, ctx, moe=False)
+        if any(st.moe_layers for st in lay.stages):
+            kinds[True] = lp.layer(main, ctx, moe=True)
+        draft = [(lp.layer(w, ctx, moe=self.m.moe is not None), lp.eh_proj(w.tokens) + lp.lm_head(rows))
+                 for w, rows in drafts]
+        head_s = lp.lm_head(head_rows)
+        best = None
+        for st in lay.stages:
+            parts, hidden, launches = self._stage(st, kinds, draft, head_s, u)
+            t = 0.0
+            for k in parts:
+                t = t + parts[k]
+            if best is None:
+                best = (t, parts, hidden, launches)
+            else:  # the slowest stage sets the slot, step by step
+                slower = t > best[0]
+                best = (_where(slower, t, best[0]), {k: _where(slower, parts[k], best[1][k]) for k in parts},
+                        _where(slower, hidden, best[2]), max(launches, best[3]))
+        _, parts, hidden, launches = best
+        slots = mb + (dep.pp - 1 if dep.pp_bubble else 0)
+        send = self.links.pp_send_s(main.tokens * u * self.m.hidden_size * 2.0)
+        out = {k: slots * v for k, v in parts.items()}
+        out["communication"] = out["communication"] + slots * send
+        gpu = 0.0
+        for k in COMPUTE_PARTS + ("communication",):
+            gpu = gpu + out[k]
+        out["overhead"] = self.host.seconds(slots * launches, gpu, rank_tokens)
+        total = 0.0
+        for k in PARTS:
+            total = total + out[k]
+        return total, out, slots * hidden
 
-    def _ffn_layer(self, T: float, moe: bool) -> tuple[float, float]:
-        """(dense GEMM seconds, MoE GEMM seconds) of one layer's feed-forward block."""
-        m, tp = self.m, self.tp
-        gate = 2 if m.ffn_kind == "gated" else 1
-        if not moe:
-            inter = m.intermediate_size / tp
-            return self._gemm(T, gate * inter, m.hidden_size) + self._gemm(T, m.hidden_size, inter), 0.0
-        e = m.moe
-        inter = e.expert_intermediate_size / tp
-        dense = self._gemm(T, e.num_experts, m.hidden_size, "bf16")  # router
-        if e.shared_experts:
-            si = inter * e.shared_experts
-            dense += self._gemm(T, gate * si, m.hidden_size) + self._gemm(T, m.hidden_size, si)
-        routed = T * e.top_k
-        # Expected number of distinct experts hit by T tokens choosing top_k of E uniformly.
-        active = e.num_experts * (1.0 - (1.0 - e.top_k / e.num_experts) ** T)
-        moe_s = (self.pricer.time_s("moe_gemm", self.wd, *ops.moe_gemm_work(routed, active, gate * inter, m.hidden_size, self.wd))
-                 + self.pricer.time_s("moe_gemm", self.wd, *ops.moe_gemm_work(routed, active, m.hidden_size, inter, self.wd)))
-        return dense, moe_s
-
-    def _elementwise_layer(self, T: float) -> float:
-        m, tp = self.m, self.tp
-        inter = (m.intermediate_size if m.moe is None else m.moe.expert_intermediate_size * m.moe.top_k) / tp
-        elements = T * (4 * m.hidden_size + 2 * inter + m.num_heads * m.head_dim / tp)
-        return self.pricer.time_s("elementwise", "bf16", *ops.elementwise_work(elements))
-
-    # -- the iteration ----------------------------------------------------------------------------------------
-    def decode_run(self, b: BatchShape, steps: int) -> tuple[np.ndarray, dict[str, np.ndarray | float]]:
-        """Step times of `steps` consecutive decode-only iterations of the same sequences, the first of shape
-        `b`, each later one with every context one token longer; and the parts per step (arrays or constants).
-        Element j equals `step_cost(shape_j).total_s` (same operations in the same order)."""
-        first = self.step_cost(b)
-        ctx = b.decode_ctx_sum + b.decode_seqs * np.arange(steps, dtype=np.float64)
-        attention = self._decode_attention(b.decode_seqs, ctx, vectorized=True) * self.m.num_layers
-        parts: dict[str, np.ndarray | float] = dict(first.parts)
-        parts["attention"] = attention
-        total = attention
-        for name in PARTS[1:]:
-            total = total + parts[name]
-        return total, parts
-
+    # -- the CostModel surface --------------------------------------------------------------------------------
     def step_cost(self, b: BatchShape) -> StepCost:
         cached = self._cache.get(b)
         if cached is not None:
             return cached
-        m, T = self.m, b.num_tokens
-        parts = dict.fromkeys(PARTS, 0.0)
-        proj, attn = self._attention_layer(b)
-        elem = self._elementwise_layer(T)
-        comm = 2 * self._allreduce(T)
-        dense_layers = m.num_layers - m.num_moe_layers
-        ffn_dense, _ = self._ffn_layer(T, moe=False)
-        parts["attention"] = attn * m.num_layers
-        parts["dense_gemm"] = proj * m.num_layers + ffn_dense * dense_layers
-        if m.num_moe_layers:
-            moe_dense, moe_s = self._ffn_layer(T, moe=True)
-            parts["dense_gemm"] += moe_dense * m.num_moe_layers
-            parts["moe_gemm"] = moe_s * m.num_moe_layers
-        parts["elementwise"] = elem * m.num_layers
-        parts["communication"] = comm * m.num_layers
-        parts["dense_gemm"] += self._gemm(b.sampled_seqs, m.vocab_size / self.tp, m.hidden_size, "bf16")
-        parts["overhead"] = self.step_overhead_s
-        cost = StepCost(total_s=sum(parts.values()), parts=parts)
+        total, parts, hidden = self._price(b, float(b.decode_ctx_sum))
+        cost = StepCost(total_s=float(total), parts={k: float(parts[k]) for k in PARTS}, hidden_s=float(hidden))
         if len(self._cache) < 200_000:
             self._cache[b] = cost
         return cost
+
+    def decode_run(self, b: BatchShape, steps: int, ctx_sums=None, with_hidden: bool = False):
+        """Step times of `steps` consecutive decode-only iterations of the same sequences, the first of shape `b`;
+        step j has decode_ctx_sum = ctx_sums[j] (default: every context one token longer per step). Returns the
+        totals and the parts per step (arrays), and the hidden communication per step when `with_hidden`.
+        Element j equals `step_cost(b with decode_ctx_sum = ctx_sums[j])` exactly (the same vectorised call)."""
+        if ctx_sums is None:
+            ctx_sums = b.decode_ctx_sum + b.decode_seqs * np.arange(steps, dtype=np.float64)
+        ctx_sums = np.asarray(ctx_sums, dtype=np.float64)
+        if len(ctx_sums) != steps:
+            raise ValueError(f"ctx_sums has {len(ctx_sums)} entries for {steps} steps")
+        total, parts, hidden = self._price(b, ctx_sums)
+        total = np.broadcast_to(total, (steps,)).copy()
+        parts = {k: np.broadcast_to(parts[k], (steps,)).copy() for k in PARTS}
+        hidden = np.broadcast_to(hidden, (steps,)).copy()
+        return (total, parts, hidden) if with_hidden else (total, parts)

@@ -33,8 +33,8 @@ class BlockManager:
         self.prefix_caching = prefix_caching
         self.hash_block_tokens = hash_block_tokens
         self.blocks_per_entry = -(-hash_block_tokens // block_size_tokens)
-        self._entries: OrderedDict[int, int] = OrderedDict()
-        self._unreferenced = 0
+        self._entries: dict[int, int] = {}
+        self._free_entries: OrderedDict[int, None] = OrderedDict()  # unreferenced entries, least recently used first
         self._refs: dict[int, list[int]] = {}  # request -> hashes it references
         self._shared_tokens: dict[int, int] = {}  # request -> tokens covered by referenced entries
         self.kv_bytes_per_token = kv_bytes_per_token
@@ -61,8 +61,22 @@ class BlockManager:
     def held(self, request_id: int) -> int:
         return self._held.get(request_id, 0)
 
+    @property
+    def _unreferenced(self) -> int:
+        return len(self._free_entries)
+
     def _own_blocks_for(self, request_id: int, tokens: int) -> int:
         return self.blocks_for(max(0, tokens - self._shared_tokens.get(request_id, 0)))
+
+    def _release_entry(self, h: int) -> None:
+        self._entries[h] -= 1
+        if self._entries[h] == 0:
+            self._free_entries[h] = None  # most recently used end
+
+    def _acquire_entry(self, h: int) -> None:
+        if self._entries[h] == 0:
+            del self._free_entries[h]
+        self._entries[h] += 1
 
     def _make_room(self, blocks: int) -> bool:
         """Evict unreferenced prefix entries (LRU first) until `blocks` are free; False if impossible."""
@@ -70,11 +84,9 @@ class BlockManager:
             return True
         if blocks > self.free_blocks + self._unreferenced * self.blocks_per_entry:
             return False
-        for h in [h for h, refs in self._entries.items() if refs == 0]:
-            if blocks <= self.free_blocks:
-                break
+        while blocks > self.free_blocks:
+            h, _ = self._free_entries.popitem(last=False)
             del self._entries[h]
-            self._unreferenced -= 1
             self.used_blocks -= self.blocks_per_entry
             if self.tier2_capacity_entries:
                 self._tier2[h] = None
@@ -96,7 +108,7 @@ class BlockManager:
         """Make the request hold enough own blocks for `tokens` tokens of KV (beyond its shared prefix);
         False, and no change, if they cannot be found even after evicting unreferenced prefix entries."""
         held = self._held.get(request_id, 0)
-        if held * self.block_size_tokens >= tokens:
+        if held * self.block_size_tokens + self._shared_tokens.get(request_id, 0) >= tokens:
             return True  # fast path: the blocks it holds already cover `tokens` (the common decode step)
         need = self._own_blocks_for(request_id, tokens) - held
         if need <= 0:
@@ -112,9 +124,7 @@ class BlockManager:
         self.used_blocks -= self._held.pop(request_id, 0)
         for h in self._refs.pop(request_id, ()):
             if h in self._entries:
-                self._entries[h] -= 1
-                if self._entries[h] == 0:
-                    self._unreferenced += 1
+                self._release_entry(h)
         self._shared_tokens.pop(request_id, None)
 
     # -- prefix cache -----------------------------------------------------------------------------------------
@@ -131,10 +141,7 @@ class BlockManager:
         for h in hashes[:full]:
             h = int(h)
             if h in self._entries:
-                if self._entries[h] == 0:
-                    self._unreferenced -= 1
-                self._entries[h] += 1
-                self._entries.move_to_end(h)
+                self._acquire_entry(h)
             elif h in self._tier2 and self._make_room(self.blocks_per_entry):
                 del self._tier2[h]
                 self._entries[h] = 1

@@ -116,15 +116,16 @@ def resolve(measured: MeasuredRun, user_overrides: list[str], out_dir: Path,
             offer("token_budget", "batching.token_budget", int(chunk), "log (chunked_prefill_size)")
     offer("max_num_seqs", "batching.max_num_seqs", hints.get("max_num_seqs"), "log")
     offer("token_budget", "batching.token_budget", hints.get("max_num_batched_tokens"), "log")
-    span_s = float((measured.arrival_s if measured.arrival_s is not None else 0 * measured.e2e_s).max()
-                   + measured.e2e_s.max())
+    last_send_s = float(measured.arrival_s.max()) if measured.arrival_s is not None else 0.0
+    span_s = last_send_s + float(measured.e2e_s.max())
     derived += ["metrics.progress=false", f"++scenario.drain_timeout_s={max(600.0, 10.0 * span_s):.0f}"]
     first = compose_config([*derived, *user])
     mml = max_model_len if max_model_len is not None else hints.get("max_model_len")
+    last: list[str] = []  # after the user's overrides: the model copy derives from the final model choice
     if mml is not None:
         src = "command line (max_model_len=)" if max_model_len is not None else "log"
         path = derived_model_yaml(str(first.scenario.pools[pool].model), int(mml), out_dir)
-        derived.append(f"{prefix}.model={path}")
+        last.append(f"{prefix}.model={path}")
         sources["max_model_len"] = {"value": int(mml), "source": src}
         if str(first.batching.name) == "continuous" and "batching.token_budget" not in user_keys \
                 and "token_budget" not in sources:
@@ -132,7 +133,7 @@ def resolve(measured: MeasuredRun, user_overrides: list[str], out_dir: Path,
             derived.append(f"++batching.token_budget={budget}")
             sources["token_budget"] = {"value": budget, "source": "vLLM default without chunked prefill: "
                                        "max(max_model_len, 2048)"}
-    overrides = [*derived, *user]
+    overrides = [*derived, *user, *last]
     run = load_run_config(compose_config(overrides))
     _fill_sources(run, pool, scenario, sources, user_keys, prefix)
     return Deployment(run=run, pool=pool, overrides=overrides, sources=sources)
@@ -161,8 +162,8 @@ def _fill_sources(run: RunConfig, pool: str, scenario: str, sources: dict, user_
         elif setting in sources:
             sources[setting]["value"] = value
         else:
-            sources[setting] = {"value": value, "source": f"assumed: scenario {scenario} / config defaults "
-                                "(the log does not record it)"}
+            sources[setting] = {"value": value, "source": f"assumed (not in the log): scenario {scenario} / "
+                                "config defaults"}
 
 
 def check_fit_supported(run: RunConfig) -> None:

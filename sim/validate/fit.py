@@ -4,8 +4,8 @@ Method: Nelder-Mead over x = [step_overhead_ms, ln scale_gemm, ln scale_attentio
 profiled out. Every evaluation simulates the *whole* log (so each training request sees the same batch dynamics
 as in reality: the held-out requests are still there, occupying batches) and the loss reads the training
 requests only; the held-out requests never enter the loss. Because a front-end delay shifts the whole
-simulation by a constant (instances start idle), it is solved exactly per evaluation by a 1-D search instead of
-being simulated (`Replay.shifted`). NOTE: Nelder-Mead, not Gauss-Newton: the loss carries simulation jitter
+simulation by a constant (instances start idle: TTFT and E2E grow by it, TPOT is unchanged), it is solved
+exactly per evaluation by a 1-D search instead of being simulated. NOTE: Nelder-Mead, not Gauss-Newton: the loss carries simulation jitter
 (below), which finite-difference Jacobians amplify; in the recovery tests Gauss-Newton variants stalled at 2-4x
 the loss Nelder-Mead reached with the same number of simulations.
 
@@ -60,7 +60,7 @@ class FitResult:
     initial: ResidualParams
     loss_initial: float
     loss_final: float
-    iterations: int
+    improvements: int  # accepted new best points of the search
     simulations: int
     effect_pct: dict = field(default_factory=dict)
     jitter_pct: float = math.nan
@@ -69,7 +69,7 @@ class FitResult:
 
     def as_dict(self) -> dict:
         return {"params": self.params.as_dict(), "initial": self.initial.as_dict(),
-                "loss_initial": self.loss_initial, "loss_final": self.loss_final, "iterations": self.iterations,
+                "loss_initial": self.loss_initial, "loss_final": self.loss_final, "improvements": self.improvements,
                 "simulations": self.simulations, "effect_pct": self.effect_pct,
                 "jitter_pct": self.jitter_pct,
                 "weakly_identified": self.weakly_identified, "history": self.history}
@@ -190,7 +190,7 @@ def fit(run: RunConfig, measured: MeasuredRun, train: np.ndarray, *, client_limi
     effect, jitter = identifiability(obj, x, r)
     weak = [name for name, e in effect.items() if e < max(2.0 * jitter, WEAK_EFFECT_PCT)]
     return FitResult(params=obj.params(x, f), initial=initial, loss_initial=history[0]["loss"],
-                     loss_final=float(r @ r), iterations=len(history) - 1, simulations=obj.simulations,
+                     loss_final=float(r @ r), improvements=len(history) - 1, simulations=obj.simulations,
                      effect_pct=effect, jitter_pct=jitter, weakly_identified=weak, history=history)
 
 

@@ -46,13 +46,6 @@ class MeasuredRun:
     def with_(self, **changes) -> "MeasuredRun":
         return dataclasses.replace(self, **changes)
 
-    def select(self, mask: np.ndarray) -> "MeasuredRun":
-        """The rows where `mask` is true (per-request columns only)."""
-        cols = {k: getattr(self, k)[mask] for k in ("index", "prompt_tokens", "output_tokens", "ttft_s", "tpot_s", "e2e_s")}
-        if self.arrival_s is not None:
-            cols["arrival_s"] = self.arrival_s[mask]
-        return self.with_(**cols)
-
 
 def tpot_from(ttft_s: np.ndarray, e2e_s: np.ndarray, output_tokens: np.ndarray) -> np.ndarray:
     """TPOT excluding the first token, as vLLM and SGLang define it; NaN where there is one output token."""

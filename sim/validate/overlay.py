@@ -2,8 +2,9 @@
 
 `write_overlay` writes, under the output folder:
 * `conf/overlay/<name>.yaml` — a `# @package _global_` config group entry. Apply it to any run with
-  `python -m sim scenario=<s> --config-dir <out>/conf +overlay=<name>` (Hydra adds the folder to its search path;
-  `+overlay=` appends the entry after the scenario, so its values win).
+  `python -m sim --config-dir <out>/conf +overlay=<name> scenario=<s>` (Hydra adds the folder to its search
+  path; `+overlay=` appends the entry after the scenario, so its values win; the flag goes before the
+  overrides, as argparse wants).
 * `overlay.args` — the same values as one line of Hydra overrides, for `python -m sim scenario=<s> $(cat overlay.args)`
   or `sim.api.run_scenario(..., overrides)`.
 Both carry a `calibration` block (name, source log, held-out error) when the simulator records overlays
@@ -63,10 +64,10 @@ def write_overlay(params: ResidualParams, out_dir: Path, name: str, calibration:
     values = overlay_values(params)
     if core_records_overlay():
         values["calibration"] = {"name": name, **calibration}
-    conf_dir = out_dir / "conf"
+    conf_dir = out_dir.resolve() / "conf"
     path = conf_dir / GROUP / f"{name}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
-    apply = f"python -m sim scenario=<scenario> --config-dir {conf_dir} +{GROUP}={name}"
+    apply = f"python -m sim --config-dir {conf_dir} +{GROUP}={name} scenario=<scenario>"
     header = (f"# @package _global_\n# Calibration overlay fitted by `python -m sim.validate` on "
               f"{calibration.get('measured', '?')}.\n# Apply: {apply}\n")
     path.write_text(header + yaml.safe_dump(values, sort_keys=False))

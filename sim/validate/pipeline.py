@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -22,7 +23,7 @@ from sim.validate.deployment import check_fit_supported, resolve, safe_name
 from sim.validate.fit import fit, train_mask
 from sim.validate.formats import read_measured
 from sim.validate.overlay import read_overlay, write_overlay
-from sim.validate.plot import write_chart
+from sim.validate.plot import LABELS, write_chart
 from sim.validate.replay import Replay, replay
 
 SCHEMA = "inferplan.validation/1"
@@ -71,6 +72,7 @@ def run_validation(opts: Options, overrides: list[str]) -> tuple[dict, Path]:
         "overlay_in_effect": overlay_info,
         "client_semaphore": {"max_concurrency": limit, "rounds": base.semaphore_rounds} if limit else None,
         "per_request_comparable": measured.arrival_source == "log",
+        "load_keys": LOAD_KEYS,
         "baseline": compare(measured, base),
         "fit": None,
         "files": {"replay": str(out / "replay"), "per_request": str(out / "validation_requests.parquet")},
@@ -108,8 +110,6 @@ def run_validation(opts: Options, overrides: list[str]) -> tuple[dict, Path]:
         blocks["baseline (held-out)"] = doc["fit"]["heldout_before_fit"]
         frames = [_errors_frame(measured, base, "baseline", held), _errors_frame(measured, fitted, "fitted", held)]
     pq.write_table(pa.table(table), out / "validation_requests.parquet", compression="zstd")
-    import pandas as pd
-
     title = f"{Path(measured.path).name}: measured vs simulated ({dep.run.scenario.name})"
     if opts.fit:
         blocks = {"baseline": blocks["baseline (held-out)"], "fitted": blocks["fitted (held-out)"]}
@@ -140,7 +140,7 @@ def _per_request_table(measured, rep: Replay, prefix: str) -> dict:
         cols.update({"log_index": measured.index, "arrival_s": measured.arrival_s,
                      "prompt_tokens": measured.prompt_tokens, "output_tokens": measured.output_tokens,
                      **{f"measured_{m}": getattr(measured, m) for m in METRICS}})
-        cols.update({k: v for k, v in load_levels(measured, rep).items()})
+        cols.update(load_levels(measured, rep))
         cols["split"] = np.full(len(measured), "all", dtype=object)
     cols[f"{prefix}_send_s"] = rep.send_s
     cols[f"{prefix}_status"] = rep.status.astype(object)
@@ -151,17 +151,16 @@ def _per_request_table(measured, rep: Replay, prefix: str) -> dict:
     return cols
 
 
-def _errors_frame(measured, rep: Replay, label: str, mask: np.ndarray | None = None):
-    import pandas as pd
-
+def _errors_frame(measured, rep: Replay, label: str, mask: np.ndarray | None = None) -> pd.DataFrame:
+    """Per-request signed errors in long form (metric, error_pct, label, measured_inflight) for the chart."""
     mask = np.ones(len(measured), dtype=bool) if mask is None else mask
     inflight = load_levels(measured, rep)["measured_inflight"]
     frames = []
     for m, e in per_request_error_pct(measured, rep).items():
         ok = mask & np.isfinite(e)
-        frames.append(pd.DataFrame({"metric": {"ttft_s": "TTFT", "tpot_s": "TPOT", "e2e_s": "E2E"}[m],
+        frames.append(pd.DataFrame({"metric": LABELS[m],
                                     "error_pct": e[ok], "label": label, "measured_inflight": inflight[ok]}))
     return pd.concat(frames, ignore_index=True)
 
 
-__all__ = ["LOAD_KEYS", "Options", "SCHEMA", "run_validation"]
+__all__ = ["Options", "SCHEMA", "run_validation"]

@@ -71,11 +71,6 @@ class Replay:
     def completed(self) -> np.ndarray:
         return self.status == "completed"
 
-    def shifted(self, frontend_delta_s: float) -> "Replay":
-        """The same replay with every send delayed by `frontend_delta_s` more front-end time: the whole simulation
-        shifts by that constant (instances start idle), so TTFT and E2E grow by it and TPOT is unchanged."""
-        return dataclasses.replace(self, ttft_s=self.ttft_s + frontend_delta_s, e2e_s=self.e2e_s + frontend_delta_s)
-
 
 def _simulate(run: RunConfig, measured: MeasuredRun, send_s: np.ndarray) -> Replay:
     order = np.argsort(send_s, kind="stable")

@@ -10,6 +10,7 @@ from rich.table import Table
 from sim.validate.compare import METRICS, STATS
 
 LABELS = {"ttft_s": "ttft_ms", "tpot_s": "tpot_ms", "e2e_s": "e2e_ms"}
+DEPLOYMENT_KEYS = ("model", "hardware", "tp", "instances", "batching", "max_num_seqs", "token_budget", "max_model_len")
 
 
 def _f(x, scale: float = 1.0, fmt: str = ",.1f") -> str:
@@ -35,6 +36,17 @@ def error_table(block: dict, title: str) -> Table:
     return t
 
 
+def print_by_load(c: Console, buckets: list[dict]) -> None:
+    """Median signed error per bucket of measured in-flight requests at send (the load the server saw)."""
+    parts = []
+    for row in buckets:
+        if not row["requests"]:
+            continue
+        parts.append(f"[{row['lo']:g}, {row['hi']:.4g}) in flight, {row['requests']} req: ttft {_pct(row['ttft_s_median_error_pct'])}, "
+                     f"tpot {_pct(row['tpot_s_median_error_pct'])}")
+    c.print("median error by load: " + "; ".join(parts))
+
+
 def print_report(doc: dict, out: Path, console: Console | None = None) -> None:
     c = console or Console(highlight=False, width=160)
     m = doc["measured"]
@@ -43,13 +55,11 @@ def print_report(doc: dict, out: Path, console: Console | None = None) -> None:
     for note in m["notes"]:
         c.print(f"  note: {note}")
     settings = doc["deployment"]["settings"]
-    c.print("deployment: " + ", ".join(f"{k}={v['value']}" for k, v in settings.items()
-                                         if k in ("model", "hardware", "tp", "instances", "batching", "max_num_seqs",
-                                                  "token_budget", "max_model_len")))
-    for k, v in settings.items():
-        if str(v["source"]).startswith("assumed") and k in ("hardware", "tp", "batching", "max_num_seqs",
-                                                             "token_budget", "max_model_len", "model"):
-            c.print(f"  assumed {k}={v['value']}: {v['source']}")
+    shown = [k for k in DEPLOYMENT_KEYS if k in settings]
+    c.print("deployment: " + ", ".join(f"{k}={settings[k]['value']}" for k in shown))
+    for k in shown:
+        if str(settings[k]["source"]).startswith("assumed"):
+            c.print(f"  {k}={settings[k]['value']}: {settings[k]['source']}")
     if doc.get("overlay_in_effect"):
         c.print(f"overlay in effect: {doc['overlay_in_effect']}")
     if not doc["per_request_comparable"]:
@@ -63,6 +73,7 @@ def print_report(doc: dict, out: Path, console: Console | None = None) -> None:
             f"({_pct(th['output_tokens_per_s']['error_pct'])})")
     pr = b["per_request_error_pct"]
     c.print("per-request error, median |%|: " + ", ".join(f"{LABELS[k]} {_f(pr[k]['median_abs'])}" for k in METRICS))
+    print_by_load(c, b["by_load"]["measured_inflight"])
     f = doc.get("fit")
     if f:
         p = f["params"]

@@ -1,0 +1,91 @@
+"""A run of decode steps priced at once equals step_cost of each step exactly, for every deployment option, and
+every iteration's parts sum to its total."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from calibrate.profile import EfficiencyCurve, Profile
+from inferplan.specs import MoESpec
+from sim.cost.base import PARTS
+from tests.cost.toys import GQA, MLA, MOE, decode, model
+
+EP_MOE = dataclasses.replace(MOE, moe=MoESpec(num_experts=16, top_k=4, expert_intermediate_size=512,
+                                              shared_experts=1), mtp_modules=1)
+MLA_MTP = dataclasses.replace(MLA, num_layers=3, mtp_modules=1)
+EP = {"dp": 16, "ep": 16}
+
+
+def _profile() -> Profile:
+    """Multi-knot measured curves (efficiency varying with size), so that the interpolation path is exercised."""
+    knots = (1e-7, 1e-5, 1e-3)
+    curve = EfficiencyCurve(knots, (0.2, 0.55, 0.8), 3e-6)
+    ops = [("gemm", "bf16"), ("attn_decode", "bf16"), ("attn_decode", "fp8"), ("attn_mla_decode", "bf16"),
+           ("moe_gemm", "bf16"), ("elementwise", "bf16"), ("attn_decode", "fp8_block")]
+    return Profile("measured.parquet", "toy", {"bf16": 1e12, "fp8": 2e12}, 1e11, {k: curve for k in ops})
+
+
+CASES = {
+    "gqa": dict(m=GQA),
+    "tp2_fp8_kv": dict(m=GQA, tp=2, kv_dtype="fp8"),
+    "dp3_odd": dict(m=GQA, deployment={"dp": 3}),
+    "int4_ffn": dict(m=GQA, deployment={"weights": {"ffn": "int4_wo", "attention": "int8"}}),
+    "pp2_bubble": dict(m=dataclasses.replace(GQA, num_layers=3), deployment={"pp": 2, "pp_bubble": True}),
+    "pp3_micro4": dict(m=dataclasses.replace(GQA, num_layers=5), deployment={"pp": 3, "pp_micro_batches": 4}),
+    "moe_ep_stat": dict(m=EP_MOE, deployment=EP),
+    "moe_ep_overlap_dedup": dict(m=EP_MOE, deployment=EP | {"communication": {
+        "overlap": "two_micro_batches", "node_dedup": True, "dispatch_dtype": "fp8_block"}}),
+    "moe_zipf_redundant": dict(m=EP_MOE, deployment=EP | {"experts": {"zipf_s": 1.0, "redundant": 16}}),
+    "moe_cold": dict(m=MOE, deployment={"experts": {"cold_fraction": 0.5}}),
+    "mtp_ep_overlap": dict(m=EP_MOE, deployment=EP | {"mtp": {"draft_tokens": 2, "acceptance": [0.8, 0.6]},
+                                                      "communication": {"overlap": "two_micro_batches"}}),
+    "mla_sparse_mtp": dict(m=MLA_MTP, deployment={"sparse_attention": {"top_k_tokens": 300},
+                                                  "mtp": {"draft_tokens": 1, "acceptance": [0.9]}}),
+    "gqa_sparse_fp8": dict(m=GQA, kv_dtype="fp8", deployment={"sparse_attention": {"top_k_tokens": 256}}),
+    # The CPU outpaces the GPU early in the run and falls behind later: max() switches inside the run.
+    "eager_launch_bound": dict(m=GQA, step_overhead_s=0.0,
+                               deployment={"host": {"cuda_graphs": False, "kernel_launch_host_s": 5e-4}}),
+    "measured_profile": dict(m=MLA_MTP, profile=_profile(), launch_s=3e-6,
+                             deployment={"mtp": {"draft_tokens": 1, "acceptance": [0.85]}}),
+    "measured_gqa_dp": dict(m=GQA, profile=_profile(), deployment={"dp": 2}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_decode_run_equals_step_cost_elementwise(name):
+    kw = dict(CASES[name])
+    cost = model(kw.pop("m"), **kw)
+    first = decode(32, 180)
+    steps = 400
+    totals, parts = cost.decode_run(first, steps)
+    assert totals.shape == (steps,) and np.all(totals > 0)
+    for j in range(steps):
+        one = cost.step_cost(dataclasses.replace(first, decode_ctx_sum=first.decode_ctx_sum + 32 * j))
+        assert totals[j] == one.total_s, (name, j)
+        for k in PARTS:
+            assert parts[k][j] == one.parts[k], (name, j, k)
+        assert sum(one.parts[k] for k in PARTS) == pytest.approx(one.total_s, rel=1e-14, abs=0)
+        assert all(v >= 0 for v in one.parts.values())
+    assert totals[-1] >= totals[0]  # contexts grew (a launch-bound run stays flat)
+
+
+def test_eager_case_crosses_from_launch_bound_to_gpu_bound():
+    kw = dict(CASES["eager_launch_bound"])
+    cost = model(kw.pop("m"), **kw)
+    _, parts = cost.decode_run(decode(32, 180), 400, ctx_sums=32 * np.linspace(181, 200_000, 400))
+    assert parts["overhead"][0] > 0 and parts["overhead"][-1] == 0
+
+
+def test_decode_run_with_given_contexts():
+    """With MTP a step adds more than one token per sequence: the scheduler passes each step's context sum."""
+    cost = model(EP_MOE, deployment=EP | {"mtp": {"draft_tokens": 1, "acceptance": [0.85]}})
+    first = decode(16, 100)
+    ctx = first.decode_ctx_sum + np.array([0, 27, 61, 90])
+    totals, _, hidden = cost.decode_run(first, 4, ctx_sums=ctx, with_hidden=True)
+    for j in range(4):
+        one = cost.step_cost(dataclasses.replace(first, decode_ctx_sum=int(ctx[j])))
+        assert totals[j] == one.total_s and hidden[j] == one.hidden_s
+    with pytest.raises(ValueError, match="3 entries for 4 steps"):
+        cost.decode_run(first, 4, ctx_sums=ctx[:3])
