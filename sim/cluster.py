@@ -12,6 +12,7 @@ import simpy
 from inferplan.errors import InputError
 from scenarios.workload import Workload
 from sim.config import RunConfig
+from sim.cost.factory import kv_handoff_s
 from sim.fleet.autoscaler import FixedScaler, make_autoscaler, run_autoscaler
 from sim.fleet.monitor import PoolMonitor
 from sim.fleet.overload import BREAKER, FALLBACK, SCALE_UP, OverloadConfig, OverloadLadder
@@ -134,10 +135,8 @@ class Cluster:
 
     def _handoff(self, req: SimRequest, prefill: Pool):
         decode = self.pools[prefill.cfg.decode_pool]
-        link = prefill.hardware.inter_node_bandwidth_bytes_per_s * prefill.devices_per_instance
         self.in_transit[req.request_id] = req
-        yield self.env.timeout(prefill.pricing.kv_transfer_s(req.num_computed_tokens, link,
-                                                             prefill.hardware.inter_node_latency_s))
+        yield self.env.timeout(kv_handoff_s(prefill.pricing, decode.pricing, req.num_computed_tokens))
         del self.in_transit[req.request_id]
         req.prefill_pool, req.handoff = prefill.name, False
         self._dispatch(req, decode)

@@ -147,12 +147,14 @@ class RunConfig:
     cost: CostConfig
     metrics: MetricsConfig
     fast_forward: bool = True
+    calibration: dict | None = None  # a fitted overlay in effect (written by `sim.validate fit=true`), recorded
 
 
 def load_run_config(cfg) -> RunConfig:
     """Validate a composed config (DictConfig or plain dict) into a `RunConfig`."""
     d = _plain(cfg)
-    allowed = {"seed", "scenario", "batching", "router", "autoscaler", "cost", "metrics", "fast_forward", "hydra"}
+    allowed = {"seed", "scenario", "batching", "router", "autoscaler", "cost", "metrics", "fast_forward",
+               "calibration", "hydra"}
     unknown = sorted(set(d) - allowed)
     if unknown:
         raise InputError("conf/config.yaml", unknown[0], "unknown top-level key", f"valid keys: {', '.join(sorted(allowed - {'hydra'}))}")
@@ -198,4 +200,5 @@ def load_run_config(cfg) -> RunConfig:
         autoscaler_name=aname, autoscaler=autoscaler,
         cost=cost, metrics=build(MetricsConfig, d.get("metrics"), "metrics"),
         fast_forward=bool(d.get("fast_forward", True)),
+        calibration=d.get("calibration"),
     )

@@ -38,6 +38,11 @@ def print_summary(s: dict, run_dir: Path | str) -> None:
         f"{cost['node_hours']:,.2f} device-hours")
     cm = s["cost_model"]
     console.print(f"cost model: {cm['kind']} ({cm['note']}); profile: {cm['profile'] or 'none'}")
+    cal = s.get("calibration")
+    if cal:
+        held = cal.get("heldout_ttft_p50_error_pct", cal.get("held_out_ttft_p50_error_pct"))
+        console.print(f"calibration overlay: {cal.get('name', '?')} (fitted on {cal.get('measured', cal.get('fitted_on', '?'))}"
+                      + (f", held-out TTFT P50 error {held:+.1f}%" if isinstance(held, (int, float)) else "") + ")")
     bad = {k: v for k, v in s["invariants"].items() if v != "ok"}
     console.print("invariants: " + ("all ok" if not bad else f"[red]{bad}[/red]"))
     console.print(f"results: {run_dir}")

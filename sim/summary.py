@@ -72,6 +72,7 @@ def summarize(run: RunConfig, cluster, cols: dict, duration_s: float, sampler_pe
             "busy_fraction": bill["busy_instance_hours"] / alive_h if alive_h else 0.0,
             "iterations": sum(i.iterations for i in p.instances),
             "time_breakdown_s": parts,
+            "hidden_communication_s": sum(getattr(i, "hidden_s", 0.0) for i in p.instances),
             "prefix_cache": {"enabled": p.cfg.prefix_caching,
                              "hit_tokens": sum(i.kv.hits_tokens for i in p.instances),
                              "tier2_hit_tokens": sum(i.kv.tier2_hits_tokens for i in p.instances),
@@ -113,4 +114,5 @@ def summarize(run: RunConfig, cluster, cols: dict, duration_s: float, sampler_pe
         "cost_model": {"kind": kind, "profile": first_pool.cost.describe()["profile"], "hardware": first_pool.hardware.name,
                        "note": note},
         "invariants": invariants,
+        "calibration": run.calibration,
     }

@@ -32,10 +32,11 @@ class SyntheticCostModel:
             cost = self._cache[n] = StepCost(parts["overhead"], parts)
         return cost
 
-    def decode_run(self, batch: BatchShape, steps: int, ctx_sums=None):
-        """`steps` identical decode iterations (the same tokens each): constant step times."""
+    def decode_run(self, batch: BatchShape, steps: int, ctx_sums=None, with_hidden: bool = False):
+        """`steps` identical decode iterations (the same tokens each): constant step times, nothing hidden."""
         cost = self.step_cost(batch)
-        return np.full(steps, cost.total_s), dict(cost.parts)
+        out = (np.full(steps, cost.total_s), dict(cost.parts))
+        return (*out, 0.0) if with_hidden else out
 
     def describe(self) -> dict:
         return {"kind": "analytical", "profile": None, "synthetic": {"step_time_s": self.step_time_s,

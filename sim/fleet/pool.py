@@ -19,6 +19,7 @@ from sim.fleet.cold_start import ColdStart
 from sim.instance.batching import make_policy
 from sim.instance.instance import Instance
 from sim.instance.kv_cache import BlockManager
+from scenarios.rng import stream
 
 def _group_defaults(policy: str) -> dict:
     """The parameters of `conf/batching/<policy>.yaml` (a pool choosing its own batching policy)."""
@@ -46,15 +47,17 @@ class Pool:
                                           where=self.where)
         self.memory, self.cost = self.pricing.memory, self.pricing.cost
         mem = self.memory
-        if self.batching_name == "continuous" and token_budget < min(self.model.max_context_tokens,
-                                                                     mem.num_blocks * mem.block_size_tokens):
+        if self.batching_name == "continuous" and token_budget < min(
+                self.model.max_context_tokens, getattr(mem, "blocks_per_rank", mem.num_blocks) * mem.block_size_tokens):
             raise InputError(self.where, "batching.token_budget", f"{token_budget} is below the model's context "
                              f"({self.model.max_context_tokens}): long prompts could never be scheduled whole",
                              "raise token_budget or use batching=chunked_prefill")
         self.devices_per_instance = self.pricing.devices_per_instance
         self.usd_per_hour = float(p.usd_per_hour if p.usd_per_hour is not None
                                   else self.hardware.usd_per_hour * self.devices_per_instance)
-        self.max_request_tokens = min(self.model.max_context_tokens, mem.num_blocks * mem.block_size_tokens)
+        # Under attention DP a request's KV lives on one rank: the longest request is bounded by one rank's blocks.
+        rank_tokens = getattr(mem, "blocks_per_rank", mem.num_blocks) * mem.block_size_tokens
+        self.max_request_tokens = min(self.model.max_context_tokens, rank_tokens)
         try:
             self.cold_start = ColdStart(**(p.cold_start or {}))
         except TypeError as err:
@@ -85,8 +88,10 @@ class Pool:
         except (TypeError, ValueError) as err:
             raise InputError(f"conf/batching/{self.batching_name}.yaml", "parameters", str(err),
                              "remove or rename the key") from None
-        inst = Instance(self.env, self.name, len(self.instances), policy, kv, self.cost, self._on_finish,
-                        self.run.fast_forward, on_first_token=self._on_first_token, on_stopped=self._on_stopped)
+        index = len(self.instances)
+        inst = Instance(self.env, self.name, index, policy, kv, self.cost, self._on_finish,
+                        self.run.fast_forward, on_first_token=self._on_first_token, on_stopped=self._on_stopped,
+                        mtp_rng=stream(self.run.seed, f"mtp/{self.name}/{index}"))
         self.instances.append(inst)
         return inst
 

@@ -10,7 +10,7 @@ import simpy
 from sim.cost.base import PARTS, CostModel, StepCost
 from sim.instance.batch import ScheduledBatch
 from sim.instance.batching import BatchingPolicy
-from sim.instance.batching.base import bulk_decode
+from sim.instance.batching.base import accept_tokens, bulk_decode
 from sim.instance.kv_cache import BlockManager
 from sim.instance.request_state import SimRequest
 
@@ -27,13 +27,23 @@ class Instance:
     """
 
     def __init__(self, env: simpy.Environment, pool: str, index: int, policy: BatchingPolicy, kv: BlockManager,
-                 cost: CostModel, on_finish, fast_forward: bool = True, on_first_token=None, on_stopped=None) -> None:
+                 cost: CostModel, on_finish, fast_forward: bool = True, on_first_token=None, on_stopped=None,
+                 mtp_rng=None) -> None:
         self.env, self.pool, self.index = env, pool, index
         self.policy, self.kv, self.cost = policy, kv, cost
         self.on_finish = on_finish
         self.on_first_token = on_first_token
         self.on_stopped = on_stopped
-        self.fast_forward = fast_forward  # price runs of identical decode iterations in one event
+        # Speculative decoding / MTP: each decode step verifies `draft_tokens` drafts, accepted with the cost
+        # model's per-draft probabilities (drawn from the instance's own named stream). Runs of steps then differ
+        # in the tokens they emit, so they are not fast-forwarded.
+        self.draft_tokens = int(getattr(cost, "draft_tokens", 0) or 0)
+        self.acceptance = tuple(getattr(cost, "acceptance", ()) or ())
+        self.mtp_rng = mtp_rng
+        self.fast_forward = fast_forward and self.draft_tokens == 0  # price runs of decode iterations in one event
+        if self.draft_tokens and hasattr(policy, "lookahead_tokens"):
+            policy.lookahead_tokens = self.draft_tokens
+        self.hidden_s = 0.0  # communication overlapped by compute (not in the iteration times)
         self.state = "starting"
         self.started_s = float(env.now)   # when it was asked for (billing starts)
         self.active_s = float("nan")      # when it became active
@@ -102,9 +112,10 @@ class Instance:
             if out.load_s:
                 parts = dict(cost.parts)
                 parts["communication"] += out.load_s
-                cost = StepCost(cost.total_s + out.load_s, parts)
+                cost = StepCost(cost.total_s + out.load_s, parts, cost.hidden_s)
             start = env.now
             yield env.timeout(cost.total_s)
+            self.hidden_s += cost.hidden_s
             self._account(start, cost.total_s, 1, cost.parts)
             self._apply(out)
 
@@ -122,7 +133,7 @@ class Instance:
         gives). An arrival interrupts the run: the iteration in progress finishes, the ones after it are not
         taken, and the new request can join at that boundary, as it would when stepping."""
         env = self.env
-        totals, parts = self.cost.decode_run(batch.shape, steps)
+        totals, parts, hidden = self.cost.decode_run(batch.shape, steps, with_hidden=True)
         start = env.now
         ends = list(itertools.accumulate(totals.tolist(), initial=start))[1:]
         self._wakeup = env.event()
@@ -137,12 +148,32 @@ class Instance:
                 yield env.timeout(ends[m - 1] - env.now)
         bulk_decode(batch.items, m - 1, self.kv)
         applied = {k: (float(v[:m].sum()) if isinstance(v, np.ndarray) else v * m) for k, v in parts.items()}
+        self.hidden_s += float(np.sum(hidden[:m])) if isinstance(hidden, np.ndarray) else hidden * m
         self._account(start, float(totals[:m].sum()), m, applied)
         self._apply(ScheduledBatch(batch.items))
+
+    def _accept_drafts(self, batch: ScheduledBatch, now: float) -> list[SimRequest]:
+        """Tokens accepted beyond the one each decode emits: draft i is accepted with probability acceptance[i]
+        when all earlier drafts were; capped by the tokens the request still has to emit."""
+        done = []
+        for req, n in batch.items:
+            if req.status == "completed" or req.handoff or req.num_output_tokens < 2 or n != 1:
+                continue  # finished, a prefill that just emitted its first token, or not a decode
+            k = 0
+            for a in self.acceptance[: self.draft_tokens]:
+                if self.mtp_rng.random() >= a:
+                    break
+                k += 1
+            k = min(k, req.output_tokens - req.num_output_tokens)
+            if k and accept_tokens(req, k, now, self.kv, self.policy.running):
+                done.append(req)
+        return done
 
     def _apply(self, batch: ScheduledBatch) -> None:
         now = self.env.now
         finished = self.policy.update_from_output(batch, now)
+        if self.draft_tokens:
+            finished += self._accept_drafts(batch, now)
         if self.on_first_token is not None:
             for req, _ in batch.items:
                 if req.num_output_tokens == 1 and req.first_token_s == now:

@@ -107,3 +107,18 @@ def bulk_decode(items: list[tuple[SimRequest, int]], steps: int, kv: BlockManage
         req.num_output_tokens += steps
         ok = kv.grow(req.request_id, req.num_computed_tokens + 1)
         assert ok, "INV-2: bulk decode outgrew the KV blocks it checked"
+
+
+def accept_tokens(req: SimRequest, k: int, now: float, kv: BlockManager, running: list[SimRequest]) -> bool:
+    """Speculative decoding: `k` extra tokens accepted in the step that just ended (their KV was reserved through
+    the policy's lookahead slots). Returns True when that finishes the request (its KV is freed, it leaves
+    `running`)."""
+    req.num_computed_tokens += k
+    req.num_output_tokens += k
+    if req.num_output_tokens < req.output_tokens:
+        return False
+    req.finish_s = now
+    req.status = "completed"
+    kv.free(req.request_id)
+    running.remove(req)
+    return True

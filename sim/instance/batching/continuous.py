@@ -29,6 +29,7 @@ class ContinuousBatching:
         self.chunked_prefill = chunked_prefill
         self.waiting: deque[SimRequest] = deque()
         self.running: list[SimRequest] = []
+        self.lookahead_tokens = 0  # KV slots reserved beyond each decode for speculative drafts (vLLM's lookahead)
 
     def add_request(self, req: SimRequest, now: float) -> None:
         self.waiting.append(req)
@@ -46,7 +47,8 @@ class ContinuousBatching:
         while i < len(self.running) and budget > 0:
             req = self.running[i]
             n = min(known_tokens(req) - req.num_computed_tokens, budget)
-            while not self.kv.grow(req.request_id, req.num_computed_tokens + n):
+            extra = self.lookahead_tokens if req.num_output_tokens and n == 1 else 0
+            while not self.kv.grow(req.request_id, req.num_computed_tokens + n + extra):
                 victim = self.running.pop()
                 self._preempt(victim)
                 preempted = True
