@@ -7,6 +7,7 @@ SimPy process. Percentiles over time are computed afterwards from the request co
 from __future__ import annotations
 
 import math
+from array import array
 
 import numpy as np
 
@@ -14,6 +15,10 @@ from scenarios.workload import Workload
 from sim.instance.request_state import SimRequest
 
 STATUS = ("completed", "rejected", "unfinished")
+TS_COLUMNS = ("t_s", "arrivals", "completions", "queued", "running", "instances", "kv_utilization", "busy_fraction",
+              "cost_usd", "overload_level")
+POOL_COLUMNS = ("t_s", "pool", "starting", "warm", "active", "draining", "queued", "running", "kv_utilization",
+                "busy_fraction")
 
 
 class RequestRecorder:
@@ -109,8 +114,8 @@ class Sampler:
     def __init__(self, env, cluster, interval_s: float, progress=None) -> None:
         self.env, self.cluster, self.interval_s = env, cluster, interval_s
         self.progress = progress
-        self.rows: list[dict] = []
-        self.pool_rows: list[dict] = []
+        self.ts: dict[str, array] = {k: array("d") for k in TS_COLUMNS}         # one value per interval
+        self.pool_ts: dict[str, list] = {k: [] for k in POOL_COLUMNS}           # one per (interval, pool)
         self.cost_usd = 0.0
         self._last_arrived = 0
         self._last_completed = 0
@@ -143,20 +148,20 @@ class Sampler:
             self._last_busy[name] = busy
             self.cost_usd += len(live) * pool.usd_per_hour * dt / 3600.0
             counts = {st: sum(1 for i in live if i.state == st) for st in ("starting", "warming", "warm", "draining")}
-            self.pool_rows.append({"t_s": t, "pool": name, "starting": counts["starting"] + counts["warming"],
-                                   "warm": counts["warm"], "active": n_active, "draining": counts["draining"],
-                                   "queued": q, "running": r, "kv_utilization": u / c if c else 0.0,
-                                   "busy_fraction": min(1.0, busy_frac)})
+            row = (t, name, counts["starting"] + counts["warming"], counts["warm"], n_active, counts["draining"],
+                   q, r, u / c if c else 0.0, min(1.0, busy_frac))
+            for col, v in zip(POOL_COLUMNS, row):
+                self.pool_ts[col].append(v)
             queued, running, active, used, cap = queued + q, running + r, active + n_active, used + u, cap + c
             busy_all += busy_frac * len(serving)
             completed += pool.completed
             self.peak_instances[name] = max(self.peak_instances.get(name, 0), len(live))
         n_serving = sum(1 for p in cl.pools.values() for i in p.instances if i.state in ("active", "draining"))
-        self.rows.append({"t_s": t, "arrivals": cl.arrived - self._last_arrived,
-                          "completions": completed - self._last_completed, "queued": queued, "running": running,
-                          "instances": active, "kv_utilization": used / cap if cap else 0.0,
-                          "busy_fraction": min(1.0, busy_all / n_serving) if n_serving else 0.0,
-                          "cost_usd": self.cost_usd, "overload_level": cl.overload.level})
+        row = (t, cl.arrived - self._last_arrived, completed - self._last_completed, queued, running, active,
+               used / cap if cap else 0.0, min(1.0, busy_all / n_serving) if n_serving else 0.0, self.cost_usd,
+               cl.overload.level)
+        for col, v in zip(TS_COLUMNS, row):
+            self.ts[col].append(v)
         self._last_arrived, self._last_completed = cl.arrived, completed
         if self.progress is not None:
             self.progress(t)

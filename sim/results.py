@@ -49,16 +49,16 @@ def write_run(result: SimResult, out_dir: str | Path) -> Path:
         done.unlink()
     cols = result.requests
     _write(pa.table({k: pa.array(cols[k], type=t) for k, t in REQUEST_TYPES.items()}), out / "requests.parquet")
-    ts = {k: [row[k] for row in result.timeseries] for k in (result.timeseries[0] if result.timeseries else
-          {"t_s": 0, "arrivals": 0, "completions": 0, "queued": 0, "running": 0, "instances": 0,
-           "kv_utilization": 0, "busy_fraction": 0, "cost_usd": 0, "overload_level": 0})}
-    edges = np.asarray(ts["t_s"], dtype=np.float64)
+    ts = {k: np.asarray(v, dtype=np.float64) for k, v in result.timeseries_columns.items()}
+    for k in ("arrivals", "completions", "queued", "running", "instances", "overload_level"):
+        ts[k] = ts[k].astype(np.int64)
+    edges = ts["t_s"]
     ts["ttft_p99_s"] = interval_p99(cols["first_token_s"], cols["ttft_s"], edges)
     ts["tpot_p99_s"] = interval_p99(cols["finish_s"], cols["tpot_s"], edges)
     _write(pa.table(ts), out / "timeseries.parquet")
-    pool_cols = ("t_s", "pool", "starting", "warm", "active", "draining", "queued", "running", "kv_utilization",
-                 "busy_fraction")
-    _write(pa.table({k: [row[k] for row in result.pools] for k in pool_cols}), out / "pools.parquet")
+    pc = result.pool_columns
+    pool_types = {"t_s": pa.float64(), "pool": pa.string(), "kv_utilization": pa.float64(), "busy_fraction": pa.float64()}
+    _write(pa.table({k: pa.array(v, type=pool_types.get(k, pa.int64())) for k, v in pc.items()}), out / "pools.parquet")
     (out / "summary.json").write_text(json.dumps(nan_to_none(result.summary), indent=2, sort_keys=False) + "\n")
     done.write_text("ok\n")
     return out

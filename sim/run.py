@@ -23,10 +23,21 @@ class SimResult:
     """Everything a run writes: request columns, time-series rows, per-pool rows and the summary dict."""
 
     requests: dict[str, np.ndarray]
-    timeseries: list[dict]
-    pools: list[dict]
+    timeseries_columns: dict  # TS_COLUMNS -> values per sampling interval
+    pool_columns: dict        # POOL_COLUMNS -> values per (interval, pool)
     summary: dict
     events: dict = field(default_factory=dict)
+
+    @property
+    def timeseries(self) -> list[dict]:
+        """The time series as rows (convenient in tests; the run folder is written from the columns)."""
+        cols = self.timeseries_columns
+        return [dict(zip(cols, vals)) for vals in zip(*cols.values())]
+
+    @property
+    def pools(self) -> list[dict]:
+        cols = self.pool_columns
+        return [dict(zip(cols, vals)) for vals in zip(*cols.values())]
 
 
 def check_invariants(cols: dict, cluster: Cluster, arrived: int) -> dict[str, str]:
@@ -63,8 +74,9 @@ def simulate(run: RunConfig, workload: Workload, progress=None) -> SimResult:
     if len(workload):
         env.run(until=env.any_of([cluster.all_done, env.timeout(horizon_s)]))
     end_s = env.now
-    if not sampler.rows or sampler.rows[-1]["t_s"] < end_s:
-        partial = end_s - (sampler.rows[-1]["t_s"] if sampler.rows else 0.0)
+    last_t = sampler.ts["t_s"][-1] if sampler.ts["t_s"] else 0.0
+    if last_t < end_s or not sampler.ts["t_s"]:
+        partial = end_s - last_t
         if partial > 0:
             saved, sampler.interval_s = sampler.interval_s, partial
             sampler.sample()
@@ -77,7 +89,7 @@ def simulate(run: RunConfig, workload: Workload, progress=None) -> SimResult:
     summary["wall_time_s"] = round(time.perf_counter() - wall0, 3)
     if progress is not None:
         progress(1.0)
-    return SimResult(cols, sampler.rows, sampler.pool_rows, summary)
+    return SimResult(cols, sampler.ts, sampler.pool_ts, summary)
 
 
 def nan_to_none(x):

@@ -32,7 +32,8 @@ class SyntheticCostModel:
             cost = self._cache[n] = StepCost(parts["overhead"], parts)
         return cost
 
-    def decode_run(self, batch: BatchShape, steps: int, ctx_sums=None, with_hidden: bool = False):
+    def decode_run(self, batch: BatchShape, steps: int, ctx_sums=None, with_hidden: bool = False,
+                   compact: bool = False):
         """`steps` identical decode iterations (the same tokens each): constant step times, nothing hidden."""
         cost = self.step_cost(batch)
         out = (np.full(steps, cost.total_s), dict(cost.parts))

@@ -225,11 +225,13 @@ class LayeredCostModel:
             self._cache[b] = cost
         return cost
 
-    def decode_run(self, b: BatchShape, steps: int, ctx_sums=None, with_hidden: bool = False):
+    def decode_run(self, b: BatchShape, steps: int, ctx_sums=None, with_hidden: bool = False, compact: bool = False):
         """Step times of `steps` consecutive decode-only iterations of the same sequences, the first of shape `b`;
         step j has decode_ctx_sum = ctx_sums[j] (default: every context one token longer per step). Returns the
         totals and the parts per step (arrays), and the hidden communication per step when `with_hidden`.
-        Element j equals `step_cost(b with decode_ctx_sum = ctx_sums[j])` exactly (the same vectorised call)."""
+        Element j equals `step_cost(b with decode_ctx_sum = ctx_sums[j])` exactly (the same vectorised call).
+        With `compact`, parts and hidden that do not change from step to step stay scalars (the simulator's hot
+        path multiplies them by the steps taken instead of summing arrays)."""
         if ctx_sums is None:
             ctx_sums = b.decode_ctx_sum + b.decode_seqs * np.arange(steps, dtype=np.float64)
         ctx_sums = np.asarray(ctx_sums, dtype=np.float64)
@@ -237,6 +239,9 @@ class LayeredCostModel:
             raise ValueError(f"ctx_sums has {len(ctx_sums)} entries for {steps} steps")
         total, parts, hidden = self._price(b, ctx_sums)
         total = np.broadcast_to(total, (steps,)).copy()
+        if compact:
+            parts = {k: (parts[k] if np.ndim(parts[k]) else float(parts[k])) for k in PARTS}
+            return (total, parts, hidden if np.ndim(hidden) else float(hidden)) if with_hidden else (total, parts)
         parts = {k: np.broadcast_to(parts[k], (steps,)).copy() for k in PARTS}
         hidden = np.broadcast_to(hidden, (steps,)).copy()
         return (total, parts, hidden) if with_hidden else (total, parts)

@@ -133,9 +133,9 @@ class Instance:
         gives). An arrival interrupts the run: the iteration in progress finishes, the ones after it are not
         taken, and the new request can join at that boundary, as it would when stepping."""
         env = self.env
-        totals, parts, hidden = self.cost.decode_run(batch.shape, steps, with_hidden=True)
+        totals, parts, hidden = self.cost.decode_run(batch.shape, steps, with_hidden=True, compact=True)
         start = env.now
-        ends = list(itertools.accumulate(totals.tolist(), initial=start))[1:]
+        ends = list(itertools.accumulate(totals.tolist(), initial=start))[1:]  # exact step-by-step sums
         self._wakeup = env.event()
         done = env.timeout(ends[-1] - start)
         yield done | self._wakeup
@@ -149,7 +149,7 @@ class Instance:
         bulk_decode(batch.items, m - 1, self.kv)
         applied = {k: (float(v[:m].sum()) if isinstance(v, np.ndarray) else v * m) for k, v in parts.items()}
         self.hidden_s += float(np.sum(hidden[:m])) if isinstance(hidden, np.ndarray) else hidden * m
-        self._account(start, float(totals[:m].sum()), m, applied)
+        self._account(start, ends[m - 1] - start, m, applied)
         self._apply(ScheduledBatch(batch.items))
 
     def _accept_drafts(self, batch: ScheduledBatch, now: float) -> list[SimRequest]:

@@ -1,0 +1,34 @@
+"""`python -m sim.plan scenario=<name> [overrides] [search.<key>=<choices> ...] [options]`: the cheapest fleet and
+policy that meets the scenario's SLOs.
+
+    python -m sim.plan scenario=smoke "search.scenario.pools.main.instances=range(1,9)" \\
+        "search.batching=[continuous,chunked_prefill]" jobs=2
+
+Options: jobs=N, ray_address=local|auto|ray://<head>:10001, out_dir=..., cache_dir=plans/.cache, cache=false,
+objective=usd|usd_per_million_output_tokens|node_hours, progress=auto|true|false. See docs/planning.md.
+Exit status: 0 when a configuration meets the SLOs, 1 when none does, 2 for bad input (one line on stderr).
+"""
+from __future__ import annotations
+
+import shlex
+import sys
+
+from inferplan.errors import exit_on_input_error
+from sim.plan.console import print_plan
+from sim.plan.options import parse_args
+from sim.plan.planner import plan
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if any(a in ("-h", "--help") for a in argv):
+        print(__doc__.strip())
+        return 0
+    with exit_on_input_error():
+        doc, path = plan(parse_args(argv), shlex.join(["python", "-m", "sim.plan", *argv]))
+    print_plan(doc, path)
+    return 0 if doc["chosen"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""What the planner shows: a progress bar over simulations (when stderr is a terminal, or `progress=true`) and the
+closing report (configurations by cost, the chosen one with its margins, the next-cheaper one and why it fails)."""
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+from rich.table import Table
+
+from sim.plan.evaluate import Outcome
+from sim.plan.slo import SloCheck
+
+
+class PlanProgress:
+    """A rich bar of simulations done out of those started; silent when off."""
+
+    def __init__(self, setting: str) -> None:
+        on = setting == "true" or (setting == "auto" and sys.stderr.isatty())
+        self._bar = None
+        if on:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._bar = Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("{task.fields[cached]} cached"), TimeElapsedColumn(),
+                                 console=Console(stderr=True), transient=True)
+            self._task = self._bar.add_task("plan", total=0, cached=0)
+            self._bar.start()
+
+    def started(self, n: int) -> None:
+        if self._bar:
+            self._bar.update(self._task, total=self._bar.tasks[0].total + n)
+
+    def finished(self, outcome: Outcome) -> None:
+        if not self._bar:
+            return
+        if outcome.cached:
+            self._bar.update(self._task, cached=self._bar.tasks[0].fields["cached"] + 1)
+        elif outcome.key:
+            self._bar.advance(self._task)
+
+    def close(self) -> None:
+        if self._bar:
+            self._bar.stop()
+
+
+def _ms(x) -> str:
+    return "-" if x is None else f"{x * 1e3:,.1f}"
+
+
+def _check_line(c: dict) -> str:
+    return SloCheck(c["name"], c["class"], c["target"], c["achieved"], c["unit"], c["met"]).describe()
+
+
+def print_plan(plan: dict, plan_path) -> None:
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
+    varying = [d["key"] for d in plan["search"] if len(d["values"]) > 1]
+    front = set(plan["frontier"]["ttft_p99_s"]) | set(plan["frontier"]["tpot_p99_s"])
+    chosen = plan["chosen"]["id"] if plan["chosen"] else None
+    t = Table(title=f"inferplan plan · {plan['scenario']} · cheapest by {plan['objective']}")
+    t.add_column("#", justify="right")
+    for key in varying:
+        t.add_column(key.removeprefix("scenario.pools."))
+    for head in (plan["objective"], "ttft_p99_ms", "tpot_p99_ms", "served", "SLOs", ""):
+        t.add_column(head, justify="right")
+    for c in plan["configurations"]:
+        verdict = "invalid" if c["status"] != "completed" else ("met" if c["meets_slos"] else "missed")
+        mark = "← chosen" if c["id"] == chosen else ("frontier" if c["id"] in front else "")
+        served = "-" if c["served_fraction"] is None else f"{c['served_fraction']:.4%}"
+        t.add_row(str(c["id"]), *(str(c["overrides"].get(k, "")) for k in varying),
+                  "-" if c["objective"] is None else f"{c['objective']:,.4f}", _ms(c["ttft_p99_s"]),
+                  _ms(c["tpot_p99_s"]), served, verdict, mark + (" (cached)" if c["cached"] else ""))
+    console.print(t)
+    if plan["chosen"]:
+        c = plan["chosen"]
+        console.print(f"chosen: #{c['id']} {' '.join(c['override_args']) or '(base)'} · {plan['objective']} "
+                      f"{c['objective']:,.4f} · meets every SLO")
+        for check in c["slos"]:
+            console.print(f"  margin: {_check_line(check)}")
+    else:
+        console.print("[red]no configuration in the search meets the SLOs[/red]: widen the search (more instances)")
+    if plan["next_cheaper_failing"]:
+        c = plan["next_cheaper_failing"]
+        console.print(f"next cheaper, fails: #{c['id']} {' '.join(c['override_args'])} · {plan['objective']} "
+                      f"{c['objective']:,.4f}")
+        for check in c["failed_slos"]:
+            console.print(f"  fails: {_check_line(check)}")
+    elif plan["chosen"]:
+        console.print("next cheaper, fails: none evaluated (the chosen one is the cheapest configuration searched)")
+    for note in plan["notes"]:
+        console.print(f"note: {note}")
+    j = plan["jobs"]
+    console.print(f"{j['configurations']} configurations: {j['simulated']} simulated, {j['cached']} cached, "
+                  f"{j['invalid']} invalid · {j['backend']} x{j['workers']} · {j['wall_time_s']:.1f} s")
+    console.print(f"plan: {plan_path}")

@@ -1,0 +1,94 @@
+"""Evaluating configurations: compose each one, look its hash up in the cache, simulate the misses in parallel.
+
+A configuration is identified by its search overrides (one per dimension); evaluating the same one twice in a plan
+costs nothing, and two spellings that resolve to the same config share one simulation.
+"""
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from inferplan.errors import InputError
+from sim.compose import compose_config
+from sim.plan.cache import RunCache, config_hash
+from sim.plan.executors import Task
+
+NO_PROGRESS = ("metrics.progress=false",)
+
+
+@dataclass
+class Outcome:
+    """What one configuration gave."""
+
+    id: int                                  # order of first request in this plan (also its job number)
+    overrides: tuple[str, ...]               # the search's choices
+    key: str = ""                            # config hash ("" when it did not compose)
+    status: str = "completed"                # completed | invalid
+    summary: dict | None = None
+    error: str = ""
+    run_dir: Path | None = None              # the cached run folder
+    cached: bool = False                     # found in the cache (not simulated by this plan)
+    config: dict = field(default_factory=dict, repr=False)
+
+
+class Evaluator:
+    """Memoised evaluation of configurations: `base` overrides + each configuration's own."""
+
+    def __init__(self, base: tuple[str, ...], cache: RunCache, executor, use_cache: bool = True,
+                 on_start: Callable[[int], None] = lambda n: None, on_done: Callable[[Outcome], None] = lambda o: None):
+        self.base, self.cache, self.executor, self.use_cache = tuple(base), cache, executor, use_cache
+        self.on_start, self.on_done = on_start, on_done
+        self.outcomes: dict[tuple[str, ...], Outcome] = {}
+        self.simulated = 0
+        self._fresh: set[str] = set()        # hashes simulated by this plan (cache=false re-runs each only once)
+
+    def compose(self, overrides: tuple[str, ...]) -> dict:
+        cfg = compose_config([*self.base, *overrides, *NO_PROGRESS])
+        return OmegaConf.to_container(cfg, resolve=True)
+
+    def evaluate(self, batch: list[tuple[str, ...]]) -> list[Outcome]:
+        """Outcomes of `batch` (configurations as override tuples), simulating those not known yet."""
+        todo: dict[str, list[Outcome]] = {}
+        for overrides in batch:
+            if overrides in self.outcomes:
+                continue
+            out = self.outcomes[overrides] = Outcome(len(self.outcomes), tuple(overrides))
+            try:
+                out.config = self.compose(overrides)
+            except InputError as err:
+                out.status, out.error = "invalid", str(err)
+                self.on_done(out)
+                continue
+            out.key = config_hash(out.config)
+            cached = self.cache.summary(out.key) if (self.use_cache or out.key in self._fresh) else None
+            if cached is not None:
+                out.summary, out.run_dir, out.cached = cached, self.cache.path(out.key), out.key not in self._fresh
+                self.on_done(out)
+            else:
+                todo.setdefault(out.key, []).append(out)
+        tasks = [Task(key, outs[0].config, (*self.base, *outs[0].overrides), str(self.cache.staging(key)))
+                 for key, outs in todo.items()]
+        if tasks:
+            self.on_start(len(tasks))
+            for task, result in self.executor.run(tasks):
+                self._finish(task, result, todo[task.key])
+        return [self.outcomes[o] for o in batch]
+
+    def _finish(self, task: Task, result: dict, outs: list[Outcome]) -> None:
+        self.simulated += 1
+        if "error" in result:
+            shutil.rmtree(task.out_dir, ignore_errors=True)
+            for out in outs:
+                out.status, out.error = "invalid", result["error"]
+                self.on_done(out)
+            return
+        run_dir = self.cache.commit(task.key, Path(task.out_dir))
+        self._fresh.add(task.key)
+        summary = self.cache.summary(task.key)   # as written (NaN -> null), the same as a later cache hit
+        for out in outs:
+            out.summary, out.run_dir = summary, run_dir
+            self.on_done(out)

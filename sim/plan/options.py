@@ -1,0 +1,75 @@
+"""The planner's own options and the split of its command line into options, fixed overrides and the search.
+
+`python -m sim.plan [key=value ...]`: a key named in `PlanOptions` is a planner option; `search.<key>=<choices>`
+is a search dimension (space.py); anything else is a Hydra override applied to every configuration.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import yaml
+
+from inferplan.errors import InputError
+from sim.config import build
+from sim.plan.space import SEARCH_PREFIX, SearchSpace, parse_space
+
+OBJECTIVES = ("usd", "usd_per_million_output_tokens", "node_hours")
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    jobs: int | None = None             # simulations at once; default: this machine's CPUs, or the Ray cluster's
+    ray_address: str | None = None      # run on Ray: `local` (start one here), `auto`, `ray://<head>:10001`
+    out_dir: str | None = None          # default: plans/<scenario>/<YYYY-mm-dd_HH-MM-SS>
+    cache_dir: str = "plans/.cache"     # finished runs by config hash; a repeated plan only simulates what is new
+    cache: bool = True                  # false: simulate every configuration again (and refresh the cache)
+    objective: str = "usd"              # what "cheapest" means: one of OBJECTIVES (summary.json cost figures)
+    progress: str = "auto"              # auto (a bar when stderr is a terminal), true, false
+
+    def __post_init__(self) -> None:
+        if self.objective not in OBJECTIVES:
+            raise InputError("command line", "objective", f"unknown objective {self.objective!r}",
+                             f"use one of: {', '.join(OBJECTIVES)}")
+        if self.jobs is not None and self.jobs < 1:
+            raise InputError("command line", "jobs", f"must be >= 1, got {self.jobs}", "use e.g. jobs=4")
+        if str(self.progress) not in ("auto", "true", "false", "True", "False"):
+            raise InputError("command line", "progress", f"unknown value {self.progress!r}", "use auto, true or false")
+
+
+OPTION_NAMES = tuple(f.name for f in dataclasses.fields(PlanOptions))
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    options: PlanOptions
+    overrides: tuple[str, ...]      # fixed for every configuration (scenario=... included)
+    space: SearchSpace
+
+
+def parse_args(argv: list[str]) -> PlanRequest:
+    """Split `argv` (each `key=value`) into options, fixed overrides and search dimensions."""
+    options, overrides, search = {}, [], []
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        if not sep and arg.startswith("~"):     # a Hydra deletion: `~scenario.traffic.lengths`
+            overrides.append(arg)
+            continue
+        if not sep:
+            raise InputError("command line", arg, "is not key=value",
+                             "e.g. scenario=smoke \"search.scenario.pools.main.instances=range(1,9)\"")
+        if key.startswith(SEARCH_PREFIX):
+            search.append(arg)
+        elif key in OPTION_NAMES:
+            options[key] = yaml.safe_load(value) if value.strip() else None
+        elif key.lstrip("+~").startswith("hydra.") or key.startswith("hydra/"):
+            raise InputError("command line", key, "Hydra's own settings do not apply to the planner",
+                             "use out_dir=... for the plan folder and jobs=... for parallelism")
+        else:
+            overrides.append(arg)
+    if isinstance(options.get("progress"), bool):
+        options["progress"] = str(options["progress"]).lower()
+    for name in ("ray_address", "out_dir", "cache_dir"):
+        if options.get(name) is not None:
+            options[name] = str(options[name])
+    return PlanRequest(build(PlanOptions, options, "command line"), tuple(overrides), parse_space(search))

@@ -1,0 +1,64 @@
+"""One plan end to end: validate the request, search, rank, write the plan folder."""
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from pathlib import Path
+
+from inferplan.errors import InputError
+from sim.compose import compose_config
+from sim.config import load_run_config
+from sim.plan.cache import RunCache
+from sim.plan.console import PlanProgress
+from sim.plan.evaluate import Evaluator
+from sim.plan.executors import make_executor
+from sim.plan.options import PlanRequest
+from sim.plan.output import run_dirs, write_plan_folder
+from sim.plan.result import plan_json, rank
+from sim.plan.search import run_search
+from sim.plan.space import SearchSpace
+
+
+def validate(base: list[str], space: SearchSpace) -> str:
+    """Compose and validate the base configuration and every choice (each with the other dimensions at their first
+    choice) before anything runs, so a typo fails in a second with one line; returns the scenario's name."""
+    run = load_run_config(compose_config([*base, *space.first_overrides()]))
+    for dim in space.dimensions:
+        if dim.is_count:
+            if dim.pool not in run.pools:
+                raise InputError("command line", f"search.{dim.key}", f"the scenario has no pool {dim.pool!r}",
+                                 f"use one of: {', '.join(run.pools)}")
+            continue
+        others = [d.override(0) for d in space.dimensions if d is not dim]
+        for i in range(1, len(dim.values)):
+            load_run_config(compose_config([*base, *others, dim.override(i)]))
+    return run.scenario.name
+
+
+def plan(request: PlanRequest, command: str) -> tuple[dict, Path]:
+    """Run the plan `request` describes; returns (plan.json's content, its path)."""
+    opts, space = request.options, request.space
+    base = list(request.overrides)
+    scenario = validate(base, space)
+    started = time.perf_counter()
+    created = datetime.now()
+    out_dir = Path(opts.out_dir or f"plans/{scenario}/{created:%Y-%m-%d_%H-%M-%S}")
+    executor = make_executor(opts.ray_address, opts.jobs)
+    progress = PlanProgress(str(opts.progress))
+    evaluator = Evaluator(tuple(base), RunCache(Path(opts.cache_dir)), executor, opts.cache,
+                          on_start=progress.started, on_done=progress.finished)
+    try:
+        outcomes, notes = run_search(space, evaluator, executor.workers)
+    finally:
+        progress.close()
+        executor.close()
+    jobs = {"configurations": len(outcomes), "simulated": evaluator.simulated,
+            "cached": sum(o.cached for o in outcomes), "invalid": sum(o.status == "invalid" for o in outcomes),
+            "search_space_size": space.size, "backend": executor.backend, "workers": executor.workers,
+            "wall_time_s": time.perf_counter() - started}
+    doc = plan_json(scenario=scenario, command=command, created=created.isoformat(timespec="seconds"),
+                    objective=opts.objective, base=base, dimensions=[d.describe() for d in space.dimensions],
+                    rows=rank(outcomes, opts.objective), jobs=jobs, notes=notes, run_dirs=run_dirs(outcomes))
+    for d, dim in zip(doc["search"], space.dimensions):
+        d["bisected"] = dim is space.bisected
+    return doc, write_plan_folder(out_dir, outcomes, base, doc)

@@ -1,0 +1,110 @@
+"""What a plan concludes from its outcomes: the chosen configuration, the next-cheaper one that fails and why,
+and the cost-latency frontier. `plan_json` is the document written as `plan.json` (schema in docs/planning.md).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sim.plan.evaluate import Outcome
+from sim.plan.slo import meets_slos, slo_checks
+from sim.sweep import parse_overrides
+
+SCHEMA = "inferplan.plan/1"
+LATENCIES = ("ttft_p99_s", "tpot_p99_s")
+
+
+def _metric(summary: dict | None, name: str) -> float | None:
+    if not summary:
+        return None
+    if name in ("ttft_p99_s", "tpot_p99_s"):
+        value = ((summary.get("latency_s") or {}).get(name.split("_")[0]) or {}).get("p99")
+    else:
+        value = (summary.get("cost") or {}).get(name)
+    return None if value is None else float(value)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One evaluated configuration with the figures the plan ranks it by."""
+
+    outcome: Outcome
+    objective: float | None
+    meets: bool
+
+    @property
+    def id(self) -> int:
+        return self.outcome.id
+
+
+def rank(outcomes: list[Outcome], objective: str) -> list[Row]:
+    """Rows by objective, cheapest first; equal costs by P99 TTFT, then id; configurations without a cost last."""
+    rows = [Row(o, _metric(o.summary, objective) if o.status == "completed" else None,
+                o.status == "completed" and meets_slos(o.summary)) for o in outcomes]
+
+    def key(r: Row):
+        ttft = _metric(r.outcome.summary, "ttft_p99_s")
+        return (r.objective is None, r.objective or 0.0, ttft is None, ttft or 0.0, r.id)
+    return sorted(rows, key=key)
+
+
+def choose(rows: list[Row]) -> tuple[Row | None, Row | None]:
+    """(cheapest row meeting every SLO, the most expensive failing row cheaper than it). Without a passing row:
+    (None, None)."""
+    chosen = next((r for r in rows if r.meets and r.objective is not None), None)
+    if chosen is None:
+        return None, None
+    cheaper = [r for r in rows if not r.meets and r.objective is not None and r.objective < chosen.objective]
+    return chosen, (cheaper[-1] if cheaper else None)
+
+
+def pareto_ids(rows: list[Row], latency: str) -> list[int]:
+    """Ids on the cost-latency frontier (no other row is at most as costly and as slow, and better in one),
+    cheapest first."""
+    pts = [(r.objective, _metric(r.outcome.summary, latency), r.id) for r in rows]
+    pts = [p for p in pts if p[0] is not None and p[1] is not None]
+    front, best = [], float("inf")
+    for cost, lat, rid in sorted(pts):
+        if lat < best:
+            front.append(rid)
+            best = lat
+    return front
+
+
+def _fleet(summary: dict | None) -> dict:
+    pools = (summary or {}).get("pools") or {}
+    return {name: {"instances": p.get("instances_start"), "instances_max": p.get("instances_max"),
+                   "hardware": p.get("hardware"), "model": p.get("model"), "weights_dtype": p.get("weights_dtype"),
+                   "usd_per_instance_hour": p.get("usd_per_instance_hour")} for name, p in pools.items()}
+
+
+def entry(row: Row, objective: str, plan_dir_rel: dict[int, str]) -> dict:
+    """A configuration as it appears in plan.json."""
+    o = row.outcome
+    s = o.summary
+    checks = slo_checks(s) if s else []
+    return {
+        "id": o.id, "overrides": parse_overrides(list(o.overrides)), "override_args": list(o.overrides),
+        "status": o.status, "meets_slos": row.meets, "objective": row.objective,
+        "usd": _metric(s, "usd"), "usd_per_million_output_tokens": _metric(s, "usd_per_million_output_tokens"),
+        "node_hours": _metric(s, "node_hours"),
+        "ttft_p99_s": _metric(s, "ttft_p99_s"), "tpot_p99_s": _metric(s, "tpot_p99_s"),
+        "served_fraction": ((s or {}).get("slo") or {}).get("served"),
+        "fleet": _fleet(s), "slos": [c.to_json() for c in checks],
+        "failed_slos": [c.to_json() for c in checks if not c.met],
+        "run_dir": plan_dir_rel.get(o.id, ""), "config_hash": o.key, "cached": o.cached, "error": o.error,
+    }
+
+
+def plan_json(*, scenario: str, command: str, created: str, objective: str, base: list[str], dimensions: list[dict],
+              rows: list[Row], jobs: dict, notes: list[str], run_dirs: dict[int, str]) -> dict:
+    chosen, cheaper = choose(rows)
+    entries = {r.id: entry(r, objective, run_dirs) for r in rows}
+    return {
+        "schema": SCHEMA, "scenario": scenario, "created": created, "command": command,
+        "objective": objective, "base_overrides": base, "search": dimensions, "jobs": jobs,
+        "chosen": entries[chosen.id] if chosen else None,
+        "next_cheaper_failing": entries[cheaper.id] if cheaper else None,
+        "frontier": {lat: pareto_ids(rows, lat) for lat in LATENCIES},
+        "configurations": [entries[r.id] for r in rows],
+        "notes": notes,
+    }
