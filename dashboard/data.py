@@ -23,7 +23,7 @@ import yaml
 from inferplan.errors import InputError
 
 RUNS_DIR_ENV = "INFERPLAN_RUNS_DIR"
-DEFAULT_RUNS_DIRS = "runs, multirun"
+DEFAULT_RUNS_DIRS = "runs, multirun, plans"
 TABLES = ("requests", "timeseries", "pools")
 RUN_MARKERS = ("summary.json", "DONE", "requests.parquet", "timeseries.parquet", "pools.parquet")
 
@@ -68,7 +68,7 @@ class RunData:
 
 def runs_roots(explicit: str | None = None) -> list[Path]:
     """The results folders: `explicit` (comma-separated), else `$INFERPLAN_RUNS_DIR` (separated by commas or
-    `os.pathsep`), else `runs/` and `multirun/` under the current directory (where runs and sweeps go)."""
+    `os.pathsep`), else `runs/`, `multirun/` and `plans/` under the current directory (where runs, sweeps and plans go)."""
     text = explicit if explicit and explicit.strip() else os.environ.get(RUNS_DIR_ENV) or DEFAULT_RUNS_DIRS
     parts = [p.strip() for p in text.replace(os.pathsep, ",").split(",") if p.strip()]
     if not parts:

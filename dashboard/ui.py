@@ -32,7 +32,7 @@ def sidebar() -> None:
         default = ", ".join(str(p) for p in data.runs_roots())
         st.text_input("Results folders", value=default, key=ROOT_KEY,
                       help="Folders holding run, sweep and plan folders, separated by commas. Default: `runs` and "
-                           f"`multirun` here, or ${data.RUNS_DIR_ENV}.")
+                           f"`multirun`, `plans` here, or ${data.RUNS_DIR_ENV}.")
         if st.button("Reload results", help="Look for new runs and re-read changed files"):
             st.cache_data.clear()
         found = list_folders(_roots_key())

@@ -1,7 +1,8 @@
 """The cluster simulator: one SimPy process per instance, every batch iteration priced by the cost model.
 
-Read first: `run.py` (one simulation end to end), `cluster.py` (pools, routing, arrivals),
-`instance/instance.py` with `instance/batching.py` (how iterations form). Data flow:
-scenarios.Workload -> cluster (router) -> instance scheduler -> cost model <- calibrate profile -> metrics ->
-results folder (docs/results.md).
+Read first: `run.py` (one simulation end to end), `cluster.py` (arrivals, overload ladder, placement, hand-offs),
+`instance/instance.py` with `instance/batching/` (how iterations form). Data flow:
+scenarios.Workload -> cluster -> fleet (pools, autoscalers) -> router -> instance scheduler -> cost model <-
+calibrate profile -> metrics -> results folder (docs/results.md). Beside the core: `validate/` (replay a measured
+log), `plan/` and `sweep/` (many runs, the cheapest fleet).
 """

@@ -18,16 +18,22 @@ from sim.compose import compose_config
 from sim.report import print_summary
 
 
-def _first_values(argv: list[str]) -> list[str]:
-    """For multirun pre-validation: each sweep override `k=a,b` reduced to its first value `k=a`."""
-    out = []
-    for a in argv:
-        if "=" in a and "," in a.split("=", 1)[1] and not a.split("=", 1)[1].startswith(("[", "{")):
-            k, v = a.split("=", 1)
-            out.append(f"{k}={v.split(',')[0]}")
-        else:
-            out.append(a)
-    return out
+def _sweep_variants(argv: list[str]) -> list[list[str]]:
+    """Override lists to pre-validate a sweep: all first values, then each further value of each swept key with
+    the others at their first (so `batching=continuous,nope` is caught before any job runs)."""
+    swept = {}
+    for i, a in enumerate(argv):
+        if "=" in a:
+            v = a.split("=", 1)[1]
+            if "," in v and not v.startswith(("[", "{")) and "(" not in v:
+                swept[i] = v.split(",")
+    base = [f"{a.split('=', 1)[0]}={swept[i][0]}" if i in swept else a for i, a in enumerate(argv)]
+    variants = [base]
+    for i, values in swept.items():
+        key = argv[i].split("=", 1)[0]
+        for v in values[1:]:
+            variants.append([f"{key}={v}" if j == i else o for j, o in enumerate(base)])
+    return variants
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base=None)
@@ -43,10 +49,10 @@ def main() -> None:
     argv = sys.argv[1:]
     flags = [a for a in argv if a.startswith("-")]
     if all(f in ("-m", "--multirun") for f in flags):
-        overrides = _first_values([a for a in argv if not a.startswith("-")])
+        from sim.config import load_run_config
         with exit_on_input_error():
-            from sim.config import load_run_config
-            load_run_config(compose_config(overrides))
+            for overrides in _sweep_variants([a for a in argv if not a.startswith("-")]):
+                load_run_config(compose_config(overrides))
     _task()
 
 

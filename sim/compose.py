@@ -21,6 +21,9 @@ def explain_hydra_error(err: Exception, overrides: list[str]) -> InputError:
     m = re.search(r"Could not find '([\w/]+)/([^']+)'", text) or re.search(r"In '[^']*': Could not find '([\w/]+)/([^']+)'", text)
     if m:
         group, name = m.group(1).strip("/"), m.group(2)
+        if group == "hydra/launcher":
+            return InputError("hydra/launcher", group, f"unknown launcher {name!r}",
+                              "use joblib (the default) or ray (pip install -e '.[ray]')")
         return InputError(f"conf/{group}", group, f"unknown {group} {name!r}", f"use one of: {', '.join(available(group))}")
     m = re.search(r"Could not override '([^']+)'", text) or re.search(r"Key '([^']+)' is not in struct", text)
     if m:

@@ -3,7 +3,8 @@ configurations it has not seen.
 
 Key = sha256 of (the resolved config as canonical JSON, without `metrics.progress`) + the **code fingerprint**: the
 contents of the simulator's sources and data (`sim/` but the planner and sweeps, `scenarios/`, `calibrate/`,
-`inferplan/`, `conf/`, calibrated profiles) and of any file the config names (traces). Editing any of them
+`inferplan/`, `conf/`, calibrated profiles) and of the files the config names under `path:` or `profile:`
+(traces, length samples, profiles; a folder by its files' names, sizes and times). Editing any of them
 starts a fresh key, so a cached result is always what the current code would compute (runs are deterministic,
 docs/architecture.md INV-5). Installed packages (numpy, simpy) are not part of it: after upgrading them, plan with
 `cache=false` or delete the cache folder.
@@ -21,6 +22,7 @@ import uuid
 from functools import lru_cache
 from pathlib import Path
 
+from inferplan.errors import InputError
 from inferplan.specs import CONF_DIR
 
 REPO_DIR = CONF_DIR.parent
@@ -42,17 +44,33 @@ def code_fingerprint() -> str:
 
 
 def _named_files(node) -> list[Path]:
-    """Files the config names by path (string values that are existing files, e.g. traces)."""
-    if isinstance(node, dict):
-        return [p for v in node.values() for p in _named_files(v)]
+    """Files and folders the config names under a `path` or `profile` key (traces, length samples, profiles)."""
+    from scenarios.paths import resolve_path
+
     if isinstance(node, list):
         return [p for v in node for p in _named_files(v)]
-    if isinstance(node, str) and ("/" in node or "." in node) and len(node) < 4096:
-        for base in (Path.cwd(), REPO_DIR):
-            path = base / node
-            if path.is_file():
-                return [path]
-    return []
+    if not isinstance(node, dict):
+        return []
+    found = []
+    for key, value in node.items():
+        if key in ("path", "profile") and isinstance(value, str) and value != "auto":
+            try:
+                found.append(resolve_path(value))
+            except (InputError, OSError):
+                pass   # the simulation reports it
+        else:
+            found += _named_files(value)
+    return found
+
+
+def _digest_named(digest, path: Path) -> None:
+    """A file by content; a folder by its files' names, sizes and modification times."""
+    if path.is_file():
+        digest.update(path.read_bytes())
+        return
+    for f in sorted(q for q in path.rglob("*") if q.is_file()):
+        st = f.stat()
+        digest.update(f"{f.relative_to(path).as_posix()}:{st.st_size}:{st.st_mtime_ns}".encode())
 
 
 def config_hash(resolved: dict) -> str:
@@ -62,7 +80,7 @@ def config_hash(resolved: dict) -> str:
     digest = hashlib.sha256(code_fingerprint().encode())
     digest.update(json.dumps(cfg, sort_keys=True, separators=(",", ":")).encode())
     for path in _named_files(cfg):
-        digest.update(path.read_bytes())
+        _digest_named(digest, path)
     return digest.hexdigest()
 
 

@@ -7,12 +7,11 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
-from sim.plan.evaluate import Outcome
 from sim.plan.slo import SloCheck
 
 
 class PlanProgress:
-    """A rich bar of simulations done out of those started; silent when off."""
+    """A rich bar of simulations done out of those started, and the count of cache hits; silent when off."""
 
     def __init__(self, setting: str) -> None:
         on = setting == "true" or (setting == "auto" and sys.stderr.isatty())
@@ -30,13 +29,13 @@ class PlanProgress:
         if self._bar:
             self._bar.update(self._task, total=self._bar.tasks[0].total + n)
 
-    def finished(self, outcome: Outcome) -> None:
-        if not self._bar:
-            return
-        if outcome.cached:
-            self._bar.update(self._task, cached=self._bar.tasks[0].fields["cached"] + 1)
-        elif outcome.key:
+    def simulated(self) -> None:
+        if self._bar:
             self._bar.advance(self._task)
+
+    def reused(self) -> None:
+        if self._bar:
+            self._bar.update(self._task, cached=self._bar.tasks[0].fields["cached"] + 1)
 
     def close(self) -> None:
         if self._bar:

@@ -6,9 +6,9 @@ costs nothing, and two spellings that resolve to the same config share one simul
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from omegaconf import OmegaConf
 
@@ -35,13 +35,32 @@ class Outcome:
     config: dict = field(default_factory=dict, repr=False)
 
 
+class Progress(Protocol):
+    """What the evaluator reports: simulations started (a count), each one finished, each cache hit."""
+
+    def started(self, n: int) -> None: ...
+    def simulated(self) -> None: ...
+    def reused(self) -> None: ...
+
+
+class NoProgress:
+    def started(self, n: int) -> None:
+        pass
+
+    def simulated(self) -> None:
+        pass
+
+    def reused(self) -> None:
+        pass
+
+
 class Evaluator:
     """Memoised evaluation of configurations: `base` overrides + each configuration's own."""
 
     def __init__(self, base: tuple[str, ...], cache: RunCache, executor, use_cache: bool = True,
-                 on_start: Callable[[int], None] = lambda n: None, on_done: Callable[[Outcome], None] = lambda o: None):
+                 progress: Progress | None = None):
         self.base, self.cache, self.executor, self.use_cache = tuple(base), cache, executor, use_cache
-        self.on_start, self.on_done = on_start, on_done
+        self.progress = progress or NoProgress()
         self.outcomes: dict[tuple[str, ...], Outcome] = {}
         self.simulated = 0
         self._fresh: set[str] = set()        # hashes simulated by this plan (cache=false re-runs each only once)
@@ -61,34 +80,38 @@ class Evaluator:
                 out.config = self.compose(overrides)
             except InputError as err:
                 out.status, out.error = "invalid", str(err)
-                self.on_done(out)
                 continue
             out.key = config_hash(out.config)
             cached = self.cache.summary(out.key) if (self.use_cache or out.key in self._fresh) else None
             if cached is not None:
                 out.summary, out.run_dir, out.cached = cached, self.cache.path(out.key), out.key not in self._fresh
-                self.on_done(out)
+                self.progress.reused()
             else:
                 todo.setdefault(out.key, []).append(out)
+        if todo:
+            self._simulate(todo)
+        return [self.outcomes[o] for o in batch]
+
+    def _simulate(self, todo: dict[str, list[Outcome]]) -> None:
         tasks = [Task(key, outs[0].config, (*self.base, *outs[0].overrides), str(self.cache.staging(key)))
                  for key, outs in todo.items()]
-        if tasks:
-            self.on_start(len(tasks))
+        self.progress.started(len(tasks))
+        try:
             for task, result in self.executor.run(tasks):
                 self._finish(task, result, todo[task.key])
-        return [self.outcomes[o] for o in batch]
+                self.progress.simulated()
+        finally:   # an interrupted plan leaves no staging folder behind
+            for task in tasks:
+                shutil.rmtree(task.out_dir, ignore_errors=True)
 
     def _finish(self, task: Task, result: dict, outs: list[Outcome]) -> None:
         self.simulated += 1
         if "error" in result:
-            shutil.rmtree(task.out_dir, ignore_errors=True)
             for out in outs:
                 out.status, out.error = "invalid", result["error"]
-                self.on_done(out)
             return
         run_dir = self.cache.commit(task.key, Path(task.out_dir))
         self._fresh.add(task.key)
         summary = self.cache.summary(task.key)   # as written (NaN -> null), the same as a later cache hit
         for out in outs:
             out.summary, out.run_dir = summary, run_dir
-            self.on_done(out)

@@ -107,18 +107,23 @@ class RayExecutor:
     def __init__(self, address: str, workers: int | None) -> None:
         ray = import_ray()
         self._ray = ray
+        self._owned = not ray.is_initialized()   # a Ray this process already joined is used, and left up
+        if self._owned:
+            self._join(address, workers)
+        self.workers = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        self._remote = ray.remote(num_cpus=1)(_ray_job)
+
+    def _join(self, address: str, workers: int | None) -> None:
         local = address == "local"
         try:
             with warnings.catch_warnings():   # Ray's connection warnings would break the one-line error
                 warnings.simplefilter("ignore")
-                ray.init(address=None if local else address, num_cpus=workers if local else None,
-                         include_dashboard=False, log_to_driver=False, configure_logging=False)
+                self._ray.init(address=None if local else address, num_cpus=workers if local else None,
+                               include_dashboard=False, log_to_driver=False, configure_logging=False)
         except (ConnectionError, RuntimeError, ValueError) as err:
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise InputError("command line", "ray_address", f"cannot connect to Ray at {address!r} ({first})",
                              "start the cluster (ray start --head) or use ray_address=local") from None
-        self.workers = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
-        self._remote = ray.remote(num_cpus=1)(_ray_job)
 
     def run(self, tasks: list[Task]) -> Iterator[tuple[Task, dict]]:
         pending = {self._remote.remote(t.config, t.overrides): t for t in tasks}
@@ -134,7 +139,8 @@ class RayExecutor:
                 yield task, outcome
 
     def close(self) -> None:
-        self._ray.shutdown()
+        if self._owned:
+            self._ray.shutdown()
 
 
 def make_executor(ray_address: str | None, jobs: int | None):

@@ -29,6 +29,10 @@ def link_run(src: Path, dst: Path) -> None:
 def write_plan_folder(out_dir: Path, outcomes: list[Outcome], base: list[str], plan: dict) -> Path:
     """Write the job folders, `sweep.parquet` and `plan.json` (last) into `out_dir`; returns `plan.json`'s path."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    ids = {str(o.id) for o in outcomes}
+    for stale in (out_dir / "jobs").glob("*"):      # an out_dir reused from a larger plan
+        if stale.is_dir() and stale.name.isdigit() and stale.name not in ids:
+            shutil.rmtree(stale)
     rows = []
     fixed = parse_overrides(base)
     for o in outcomes:

@@ -16,12 +16,20 @@ from sim.plan.options import PlanRequest
 from sim.plan.output import run_dirs, write_plan_folder
 from sim.plan.result import plan_json, rank
 from sim.plan.search import run_search
-from sim.plan.space import SearchSpace
+from sim.plan.space import SearchSpace, parse_space
 
 
-def validate(base: list[str], space: SearchSpace) -> str:
+def default_space(run) -> SearchSpace:
+    """With no `search.` argument: every fixed-size pool's instance count over 1 .. 2n (n: the scenario's count)."""
+    args = [f"search.scenario.pools.{name}.instances=range(1,{2 * max(p.instances, 1) + 1})"
+            for name, p in run.pools.items()
+            if str((p.autoscaler or {}).get("name", run.autoscaler_name)) == "fixed"]
+    return parse_space(args)
+
+
+def validate(base: list[str], space: SearchSpace):
     """Compose and validate the base configuration and every choice (each with the other dimensions at their first
-    choice) before anything runs, so a typo fails in a second with one line; returns the scenario's name."""
+    choice) before anything runs, so a typo fails in a second with one line; returns the base RunConfig."""
     run = load_run_config(compose_config([*base, *space.first_overrides()]))
     for dim in space.dimensions:
         if dim.is_count:
@@ -32,21 +40,24 @@ def validate(base: list[str], space: SearchSpace) -> str:
         others = [d.override(0) for d in space.dimensions if d is not dim]
         for i in range(1, len(dim.values)):
             load_run_config(compose_config([*base, *others, dim.override(i)]))
-    return run.scenario.name
+    return run
 
 
 def plan(request: PlanRequest, command: str) -> tuple[dict, Path]:
     """Run the plan `request` describes; returns (plan.json's content, its path)."""
     opts, space = request.options, request.space
     base = list(request.overrides)
-    scenario = validate(base, space)
+    run = validate(base, space)
+    scenario = run.scenario.name
+    defaulted = not space.dimensions
+    if defaulted:
+        space = default_space(run)
     started = time.perf_counter()
     created = datetime.now()
     out_dir = Path(opts.out_dir or f"plans/{scenario}/{created:%Y-%m-%d_%H-%M-%S}")
     executor = make_executor(opts.ray_address, opts.jobs)
     progress = PlanProgress(str(opts.progress))
-    evaluator = Evaluator(tuple(base), RunCache(Path(opts.cache_dir)), executor, opts.cache,
-                          on_start=progress.started, on_done=progress.finished)
+    evaluator = Evaluator(tuple(base), RunCache(Path(opts.cache_dir)), executor, opts.cache, progress)
     try:
         outcomes, notes = run_search(space, evaluator, executor.workers)
     finally:
@@ -59,6 +70,8 @@ def plan(request: PlanRequest, command: str) -> tuple[dict, Path]:
     doc = plan_json(scenario=scenario, command=command, created=created.isoformat(timespec="seconds"),
                     objective=opts.objective, base=base, dimensions=[d.describe() for d in space.dimensions],
                     rows=rank(outcomes, opts.objective), jobs=jobs, notes=notes, run_dirs=run_dirs(outcomes))
+    if defaulted:
+        doc["notes"].insert(0, "no search.* argument: sized every fixed-size pool over 1 .. 2x its scenario count")
     for d, dim in zip(doc["search"], space.dimensions):
         d["bisected"] = dim is space.bisected
     return doc, write_plan_folder(out_dir, outcomes, base, doc)

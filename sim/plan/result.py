@@ -63,7 +63,7 @@ def pareto_ids(rows: list[Row], latency: str) -> list[int]:
     pts = [(r.objective, _metric(r.outcome.summary, latency), r.id) for r in rows]
     pts = [p for p in pts if p[0] is not None and p[1] is not None]
     front, best = [], float("inf")
-    for cost, lat, rid in sorted(pts):
+    for _cost, lat, rid in sorted(pts):
         if lat < best:
             front.append(rid)
             best = lat
@@ -77,7 +77,7 @@ def _fleet(summary: dict | None) -> dict:
                    "usd_per_instance_hour": p.get("usd_per_instance_hour")} for name, p in pools.items()}
 
 
-def entry(row: Row, objective: str, plan_dir_rel: dict[int, str]) -> dict:
+def entry(row: Row, run_dirs: dict[int, str]) -> dict:
     """A configuration as it appears in plan.json."""
     o = row.outcome
     s = o.summary
@@ -91,14 +91,14 @@ def entry(row: Row, objective: str, plan_dir_rel: dict[int, str]) -> dict:
         "served_fraction": ((s or {}).get("slo") or {}).get("served"),
         "fleet": _fleet(s), "slos": [c.to_json() for c in checks],
         "failed_slos": [c.to_json() for c in checks if not c.met],
-        "run_dir": plan_dir_rel.get(o.id, ""), "config_hash": o.key, "cached": o.cached, "error": o.error,
+        "run_dir": run_dirs.get(o.id, ""), "config_hash": o.key, "cached": o.cached, "error": o.error,
     }
 
 
 def plan_json(*, scenario: str, command: str, created: str, objective: str, base: list[str], dimensions: list[dict],
               rows: list[Row], jobs: dict, notes: list[str], run_dirs: dict[int, str]) -> dict:
     chosen, cheaper = choose(rows)
-    entries = {r.id: entry(r, objective, run_dirs) for r in rows}
+    entries = {r.id: entry(r, run_dirs) for r in rows}
     return {
         "schema": SCHEMA, "scenario": scenario, "created": created, "command": command,
         "objective": objective, "base_overrides": base, "search": dimensions, "jobs": jobs,

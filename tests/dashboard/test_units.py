@@ -34,11 +34,11 @@ def test_discover_skips_missing_roots_and_require_explains(tmp_path):
 
 def test_runs_roots_reads_sidebar_then_environment_then_defaults(monkeypatch):
     monkeypatch.delenv(data.RUNS_DIR_ENV, raising=False)
-    assert [str(p) for p in data.runs_roots()] == ["runs", "multirun"]
+    assert [str(p) for p in data.runs_roots()] == ["runs", "multirun", "plans"]
     monkeypatch.setenv(data.RUNS_DIR_ENV, "a:b")
     assert [str(p) for p in data.runs_roots()] == ["a", "b"]
     assert [str(p) for p in data.runs_roots(" x , y ,x")] == ["x", "y"]
-    assert [str(p) for p in data.runs_roots(" , ")] == ["runs", "multirun"]
+    assert [str(p) for p in data.runs_roots(" , ")] == ["runs", "multirun", "plans"]
 
 
 def test_open_run_reads_a_good_run(results):
