@@ -26,6 +26,14 @@ def print_summary(s: dict, run_dir: Path | str) -> None:
         verdict = "" if target is None else f"{_ms(target)} {'✓' if slo['met'].get(key + '_p99') else '✗'}"
         t.add_row(f"{key}_ms", _ms(v["p50"]), _ms(v["p90"]), _ms(v["p99"]), _ms(v["mean"]), verdict)
     console.print(t)
+    classes = slo.get("classes") or {}
+    if len(classes) > 1:
+        for name, c in classes.items():
+            failed = [k for k, v in c["met"].items() if not v]
+            console.print(f"  {name}: {c['requests']:,} requests · TTFT p99 {_ms(c['ttft_s']['p99'])} ms "
+                          f"(≤ {_ms(c['ttft_p99_s_target'])}) · TPOT p99 {_ms(c['tpot_s']['p99'])} ms "
+                          f"(≤ {_ms(c['tpot_p99_s_target'])}) · served {c['served']:.3%} · "
+                          + ("✓" if not failed else "✗ " + ", ".join(failed)))
     th = s["throughput"]
     console.print(
         f"requests: {req['arrived']:,} arrived, {req['completed']:,} completed, {req['rejected']:,} rejected, "
@@ -36,6 +44,13 @@ def print_summary(s: dict, run_dir: Path | str) -> None:
         f"throughput: {th['requests_per_s']:.2f} req/s, {th['output_tokens_per_s']:,.0f} output tok/s · cost: "
         f"${cost['usd']:,.2f}, {'-' if usd_m is None else f'${usd_m:,.2f}'} per M output tokens, "
         f"{cost['node_hours']:,.2f} device-hours")
+    for name, p in s["pools"].items():
+        parts = p["time_breakdown_s"]
+        total = sum(parts.values()) or 1.0
+        split = ", ".join(f"{k} {v / total:.0%}" for k, v in parts.items() if v / total >= 0.005)
+        console.print(f"  pool {name}: {p['hardware']} x{p['devices_per_instance']} · {p['model']} "
+                      f"{p['weights_dtype']} · up to {p['instances_max']} instances · ${p['usd']:,.2f} · "
+                      f"busy {p['busy_fraction']:.0%} · time: {split}")
     cm = s["cost_model"]
     console.print(f"cost model: {cm['kind']} ({cm['note']}); profile: {cm['profile'] or 'none'}")
     cal = s.get("calibration")

@@ -56,7 +56,14 @@ class BlockManager:
 
     @property
     def utilization(self) -> float:
+        """Fraction of blocks in use, cached prefix entries included (what the device holds)."""
         return self.used_blocks / self.num_blocks
+
+    @property
+    def active_utilization(self) -> float:
+        """Fraction of blocks held by requests: unreferenced prefix entries are evictable, so they do not count
+        as load (routers and autoscalers read this one)."""
+        return (self.used_blocks - len(self._free_entries) * self.blocks_per_entry) / self.num_blocks
 
     def held(self, request_id: int) -> int:
         return self._held.get(request_id, 0)
@@ -142,8 +149,18 @@ class BlockManager:
             h = int(h)
             if h in self._entries:
                 self._acquire_entry(h)
-            elif h in self._tier2 and self._make_room(self.blocks_per_entry):
+            elif h in self._tier2:
+                # Take the entry out of tier 2 first: making room on the device may push other entries down to
+                # tier 2 and trim its oldest, which must not be this one.
+                keys = list(self._tier2)
+                pos = keys.index(h)
                 del self._tier2[h]
+                if not self._make_room(self.blocks_per_entry):
+                    self._tier2[h] = None  # no room after all: put it back where it was in LRU order
+                    for k in keys[pos + 1:]:
+                        if k in self._tier2:
+                            self._tier2.move_to_end(k)
+                    break
                 self._entries[h] = 1
                 self._take(self.blocks_per_entry)
                 loaded += 1

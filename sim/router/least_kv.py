@@ -1,7 +1,8 @@
-"""Least KV: the instance whose KV cache is least used (ties: fewer outstanding requests, then lowest index)."""
+"""Least KV: the instance whose KV cache is least held by requests (evictable prefix entries do not count; ties:
+fewer outstanding requests, then lowest index)."""
 from __future__ import annotations
 
 
 class LeastKVRouter:
     def route(self, req, instances):
-        return min(instances, key=lambda inst: (inst.kv.used_blocks / inst.kv.num_blocks, inst.outstanding, inst.index))
+        return min(instances, key=lambda inst: (inst.kv.active_utilization, inst.outstanding, inst.index))

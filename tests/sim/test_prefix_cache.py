@@ -66,3 +66,28 @@ def test_failed_allocation_changes_nothing():
     assert kv.grow(1, 40)  # 3 blocks
     assert not kv.grow(2, 1)
     assert kv.used_blocks == 3 and kv.held(2) == 0
+
+
+def test_reload_from_a_full_second_tier_keeps_the_entry():
+    """Reloading an entry may evict others into a full tier 2; the entry being reloaded must not be trimmed."""
+    kv = BlockManager(2, 1, prefix_caching=True, hash_block_tokens=1, kv_bytes_per_token=1.0,
+                      tier2_capacity_bytes=1.0, tier2_bandwidth_bytes_per_s=1.0)
+    for rid, h in enumerate([[1], [2], [3]]):
+        kv.match_prefix(rid, h, 2)
+        kv.grow(rid, 2)
+        kv.publish(rid, h, 2)
+        kv.free(rid)
+    assert kv.grow(10, 1)
+    cached, load_s = kv.match_prefix(11, [2], 2)
+    assert kv.used_blocks <= kv.num_blocks
+    assert (cached, load_s) in ((1, 1.0), (0, 0.0))  # loaded (1 token over 1 B/s) or, without room, a miss
+
+
+def test_active_utilization_ignores_evictable_entries():
+    kv = BlockManager(4, 512, prefix_caching=True, hash_block_tokens=512)
+    kv.match_prefix(1, [9], 512)
+    kv.grow(1, 512)
+    kv.publish(1, [9], 512)
+    assert kv.utilization == kv.active_utilization == 0.25
+    kv.free(1)  # the entry stays cached but nobody holds it
+    assert kv.utilization == 0.25 and kv.active_utilization == 0.0

@@ -27,7 +27,7 @@ class ReactiveScaler:
         active = pool.active
         n = max(1, len(active))
         queued = len(pool.held) + sum(len(i.policy.waiting) for i in active)
-        kv = max((i.kv.utilization for i in active), default=0.0)
+        kv = max((i.kv.active_utilization for i in active), default=0.0)
         return [(monitor.ttft.percentile(now_s, 99), self.ttft_p99_s),
                 (monitor.tpot.percentile(now_s, 99), self.tpot_p99_s),
                 (queued / n, self.queue_per_instance), (kv, self.kv_utilization)]
