@@ -9,54 +9,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from inferplan.summary_flat import _num, flatten_summary  # the sweep.parquet contract, shared with sim.sweep
+
 LATENCIES = ("ttft", "tpot", "e2e")
 STATS = ("p50", "p90", "p99", "mean")
 SLO_TARGETS = ("ttft_p99_s", "tpot_p99_s", "served_fraction")
 
 
-def _num(value) -> float | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        return None
-    return out if math.isfinite(out) else None
-
-
-def flatten_summary(summary: dict) -> dict:
-    """Flat `{metric: value}` of a summary; absent figures are simply absent.
-
-    Names: `requests_<status>`; `<ttft|tpot|e2e>_<p50|p90|p99|mean>_s`; the throughput keys as they are;
-    `attainment`, `goodput_requests_per_s`, `served_fraction` (achieved); `slo_<target>` (targets);
-    `slo_met_<name>` per verdict and `slo_met` (all of them); the cost keys as they are (`usd`, `node_hours`, ...).
-    """
-    flat: dict = {"scenario": summary.get("scenario"), "seed": summary.get("seed"),
-                  "simulated_duration_s": _num(summary.get("simulated_duration_s"))}
-    requests = summary.get("requests") or {}
-    for status in ("arrived", "completed", "rejected", "unfinished"):
-        flat[f"requests_{status}"] = _num(requests.get(status))
-    latency = summary.get("latency_s") or {}
-    for metric in LATENCIES:
-        for stat in STATS:
-            flat[f"{metric}_{stat}_s"] = _num((latency.get(metric) or {}).get(stat))
-    for key, value in (summary.get("throughput") or {}).items():
-        flat[key] = _num(value)
-    slo = summary.get("slo") or {}
-    flat["attainment"] = _num(slo.get("attainment"))
-    flat["goodput_requests_per_s"] = _num(slo.get("goodput_requests_per_s"))
-    for target in SLO_TARGETS:
-        flat[f"slo_{target}"] = _num(slo.get(target))
-    arrived, completed = flat["requests_arrived"], flat["requests_completed"]
-    flat["served_fraction"] = completed / arrived if arrived and completed is not None else None
-    met = slo.get("met") or {}
-    for name, verdict in met.items():
-        flat[f"slo_met_{name}"] = bool(verdict)
-    flat["slo_met"] = all(bool(v) for v in met.values()) if met else None
-    for key, value in (summary.get("cost") or {}).items():
-        flat[key] = _num(value)
-    flat["cost_model_kind"] = (summary.get("cost_model") or {}).get("kind")
-    return {k: v for k, v in flat.items() if v is not None}
 
 
 @dataclass(frozen=True)

@@ -2,12 +2,12 @@
 launcher, a Ray cluster with `hydra/launcher=ray`), and `sweep.parquet` in the sweep folder lists them.
 
 Read first: `table.py` (one row per job folder: its overrides and its summary's metrics, typed columns),
-`callback.py` (the Hydra callback that writes the table after a multirun), `flatten.py` (the metric names, shared
-with the dashboard's Compare page). `python -m sim.sweep <sweep folder>` rebuilds the table, e.g. after a sweep
+`callback.py` (the Hydra callback that writes the table after a multirun); the metric names, shared with the
+dashboard's Compare page, are `inferplan/summary_flat.py`. `python -m sim.sweep <sweep folder>` rebuilds the table, e.g. after a sweep
 that stopped on a failing job. See docs/planning.md.
 """
 from sim.sweep.callback import SweepParquetCallback
-from sim.sweep.flatten import flatten_summary
+from inferplan.summary_flat import flatten_summary
 from sim.sweep.table import SWEEP_FILE, job_row, parse_overrides, rows_from_folder, write_sweep
 
 __all__ = ["SWEEP_FILE", "SweepParquetCallback", "flatten_summary", "job_row", "parse_overrides", "rows_from_folder",

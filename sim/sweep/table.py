@@ -3,7 +3,7 @@
 Columns: `job` (int), `run_dir` (the job's folder, relative to the sweep folder), `status` (`completed` when the job
 folder has its `DONE` marker, `failed` otherwise, `invalid` for a planner configuration the simulator refused),
 `error` (empty, or why), one column per override key (`batching`, `scenario.pools.main.instances`, ...; typed int,
-float, bool or string as the values allow) and the metrics of `flatten.py`. The dashboard's Compare page reads it
+float, bool or string as the values allow) and the metrics of `inferplan/summary_flat.py`. The dashboard's Compare page reads it
 (docs/dashboard.md).
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
-from sim.sweep.flatten import flatten_summary
+from inferplan.summary_flat import flatten_summary
 
 SWEEP_FILE = "sweep.parquet"
 _FIRST = ("job", "run_dir", "status")

@@ -1,6 +1,6 @@
-"""A run's `summary.json` as flat metric columns, named as the dashboard's Compare page reads them
-(docs/dashboard.md, "Sweep columns the Compare page understands"; the same names as `dashboard.kpis.flatten_summary`,
-which `sim` may not import).
+"""A run's `summary.json` as flat metric columns: the contract between `sweep.parquet` (written by `sim.sweep`)
+and the dashboard's Compare page (docs/dashboard.md, "Sweep columns the Compare page understands"). It lives in
+the shared base so both sides use the one definition.
 
 Only names the Compare page knows as metrics are produced: any other column of `sweep.parquet` would be taken for an
 override and label the rows.
