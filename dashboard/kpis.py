@@ -6,7 +6,6 @@ the Run page, the What-if page and the HTML report show. Values stay in seconds;
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from inferplan.summary_flat import _num, flatten_summary  # the sweep.parquet contract, shared with sim.sweep
