@@ -149,7 +149,7 @@ class ModelSpec:
         return 0 if self.moe is None else self.num_layers - self.first_dense_layers
 
 
-def _int(path: Path, d: dict, key: str, where: str = "", default=None) -> int:
+def _int(path: Path, d: dict, key: str, default=None) -> int:
     value = _num(path, d, key, default=default)
     return int(value)
 

@@ -11,7 +11,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from inferplan.errors import InputError, exit_on_input_error
+from inferplan.errors import exit_on_input_error
 from inferplan.specs import CONF_DIR
 from sim.api import run_composed
 from sim.compose import compose_config

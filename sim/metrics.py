@@ -44,29 +44,22 @@ class RequestRecorder:
     def on_arrival(self, req: SimRequest) -> None:
         self.arrived += 1
 
-    def record(self, req: SimRequest) -> None:
+    def record(self, req: SimRequest, *, ended: bool = True) -> None:
+        """Write the request's row: when it ended (completed or rejected), or, with `ended=False`, what an
+        unfinished request had reached when the run stopped (its status stays `unfinished`)."""
         i = req.request_id
-        self.status[i] = STATUS.index(req.status)
-        if req.reject_reason:
-            self.reject_reason[i] = req.reject_reason
+        if ended:
+            self.status[i] = STATUS.index(req.status)
+            if req.reject_reason:
+                self.reject_reason[i] = req.reject_reason
+            self.finish_s[i] = req.finish_s
         self.pool[i] = self._pool_index.get(req.pool, -1)
         self.instance[i] = req.instance
         self.cached_tokens[i] = req.cached_tokens
         self.first_token_s[i] = req.first_token_s
-        self.finish_s[i] = req.finish_s
         self.preemptions[i] = req.preemptions
         self.fallback[i] = req.fallback
         self.prefill_pool[i] = self._pool_index.get(req.prefill_pool, -1)
-
-    def record_unfinished(self, req: SimRequest) -> None:
-        """A request still in flight when the run stopped keeps status `unfinished` with what it reached."""
-        i = req.request_id
-        self.pool[i] = self._pool_index.get(req.pool, -1)
-        self.instance[i] = req.instance
-        self.first_token_s[i] = req.first_token_s
-        self.preemptions[i] = req.preemptions
-        self.cached_tokens[i] = req.cached_tokens
-        self.fallback[i] = req.fallback
 
     def columns(self) -> dict[str, np.ndarray]:
         """The `requests.parquet` columns (see docs/results.md), for the requests that arrived."""

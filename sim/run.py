@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import simpy
@@ -26,7 +26,6 @@ class SimResult:
     timeseries_columns: dict  # TS_COLUMNS -> values per sampling interval
     pool_columns: dict        # POOL_COLUMNS -> values per (interval, pool)
     summary: dict
-    events: dict = field(default_factory=dict)
 
     @property
     def timeseries(self) -> list[dict]:
@@ -82,7 +81,7 @@ def simulate(run: RunConfig, workload: Workload, progress=None) -> SimResult:
             sampler.sample()
             sampler.interval_s = saved
     for req in cluster.live_requests():
-        recorder.record_unfinished(req)
+        recorder.record(req, ended=False)
     cols = recorder.columns()
     invariants = check_invariants(cols, cluster, cluster.arrived)
     summary = summarize(run, cluster, cols, end_s, sampler.peak_instances, invariants)

@@ -155,7 +155,7 @@ class LayerPricer:
     def moe_ffn(self, w: Work) -> tuple[float, float, float, float, float]:
         """(router + shared-expert GEMM seconds, routed-expert seconds, all-to-all seconds, host fetch seconds,
         routed rows this device's experts compute)."""
-        m, lay, e, H, T = self.m, self.lay, self.m.moe, self.m.hidden_size, w.tokens
+        lay, e, H, T = self.lay, self.m.moe, self.m.hidden_size, w.tokens
         dense = self.gemm(T, e.num_experts, H, "bf16")
         if e.shared_experts:
             si, f = e.expert_intermediate_size / lay.tp * e.shared_experts, self.fmt["shared_experts"]

@@ -28,9 +28,6 @@ def _group_defaults(policy: str) -> dict:
     return data
 
 
-STATES = ("starting", "warming", "warm", "active", "draining")  # billed states; `stopped` is not billed
-
-
 class Pool:
     """Instances of one configuration, the router's hold queue, and per-pool counters."""
 
@@ -73,6 +70,7 @@ class Pool:
         if not 0 <= self.min_instances <= self.max_instances:
             raise InputError(self.where, "min_instances", "needs 0 <= min_instances <= max_instances", "fix the bounds")
         self.warm_spares = 0
+        self._watchers: list[simpy.Event] = []  # woken when an instance becomes active or stops
         for _ in range(p.instances):
             self._new_instance().activate()
 
@@ -111,6 +109,7 @@ class Pool:
         yield self.env.timeout(delay_s)
         if inst.state == "starting":
             inst.activate()
+            self._notify()
             self._on_capacity()
 
     def start_instances(self, k: int) -> None:
@@ -165,15 +164,26 @@ class Pool:
         """Rolling update of `instances`: drain each (nothing dropped), load the new weights, serve again."""
         for inst in instances:
             inst.drain()
-        while any(i.state != "stopped" for i in instances):
-            yield self.env.timeout(0.5)
+        yield from self.wait_until(lambda: all(i.state == "stopped" for i in instances))
         for _ in instances:
             new = self._new_instance()
             self.env.process(self._start(new, reload_s))
 
+    def wait_until(self, condition):
+        """Wait (in a SimPy process) until `condition()` holds; re-checked whenever an instance activates or stops."""
+        while not condition():
+            event = self.env.event()
+            self._watchers.append(event)
+            yield event
+
+    def _notify(self) -> None:
+        watchers, self._watchers = self._watchers, []
+        for event in watchers:
+            event.succeed()
+
     # -- callbacks --------------------------------------------------------------------------------------------
     def _on_stopped(self, inst: Instance) -> None:
-        pass
+        self._notify()
 
     def _on_capacity(self) -> None:
         """An instance became active: the cluster may dispatch held requests (set by the cluster)."""

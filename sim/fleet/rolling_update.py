@@ -38,5 +38,4 @@ class RollingUpdate:
                 n_before = len(pool.instances)
                 yield from pool.replace_wave(wave, reload_s)
                 new = pool.instances[n_before:]
-                while any(inst.state != "active" for inst in new):
-                    yield self.env.timeout(0.5)
+                yield from pool.wait_until(lambda: all(inst.state == "active" for inst in new))

@@ -4,8 +4,6 @@ Every expected time below is derived in the comments from the policy's rules wit
 """
 from __future__ import annotations
 
-import numpy as np
-import pytest
 
 from scenarios.workload import Workload
 from sim.run import simulate

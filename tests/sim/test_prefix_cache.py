@@ -69,7 +69,11 @@ def test_failed_allocation_changes_nothing():
 
 
 def test_reload_from_a_full_second_tier_keeps_the_entry():
-    """Reloading an entry may evict others into a full tier 2; the entry being reloaded must not be trimmed."""
+    """Reloading an entry may evict others into a full tier 2; the entry being reloaded must not be trimmed.
+
+    Two 1-token blocks, a tier 2 of one entry. Prompts [1], [2], [3] each leave their entry cached, pushing the
+    previous one to tier 2 (which keeps only the newest): tier 2 = {2}, device = {3} + a free block. Request 10
+    takes the free block; reloading 2 must evict 3 into tier 2 (trimming tier 2), and 2 must survive that."""
     kv = BlockManager(2, 1, prefix_caching=True, hash_block_tokens=1, kv_bytes_per_token=1.0,
                       tier2_capacity_bytes=1.0, tier2_bandwidth_bytes_per_s=1.0)
     for rid, h in enumerate([[1], [2], [3]]):
@@ -79,8 +83,10 @@ def test_reload_from_a_full_second_tier_keeps_the_entry():
         kv.free(rid)
     assert kv.grow(10, 1)
     cached, load_s = kv.match_prefix(11, [2], 2)
-    assert kv.used_blocks <= kv.num_blocks
-    assert (cached, load_s) in ((1, 1.0), (0, 0.0))  # loaded (1 token over 1 B/s) or, without room, a miss
+    assert (cached, load_s) == (1, 1.0)  # 1 token of 1 B over 1 B/s
+    assert kv.used_blocks == kv.num_blocks == 2
+    assert kv.cached_prefix_entries([2]) == 1 and kv.cached_prefix_entries([3]) == 0
+    assert list(kv._tier2) == [3]
 
 
 def test_active_utilization_ignores_evictable_entries():

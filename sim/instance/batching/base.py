@@ -33,6 +33,13 @@ class BatchingPolicy(Protocol):
     def update_from_output(self, batch: ScheduledBatch, now: float) -> list[SimRequest]: ...
 
 
+def complete(req: SimRequest, now: float, kv: BlockManager) -> None:
+    """The request emitted its last token at `now`: it is done and its KV is released."""
+    req.finish_s = now
+    req.status = "completed"
+    kv.free(req.request_id)
+
+
 def advance(batch: ScheduledBatch, now: float, kv: BlockManager, running: list[SimRequest]) -> list[SimRequest]:
     """Apply an iteration's results: computed tokens grow; a request that caught up with its known tokens
     samples one output token (its first at the end of the prefill); finished requests free their KV."""
@@ -46,9 +53,7 @@ def advance(batch: ScheduledBatch, now: float, kv: BlockManager, running: list[S
             if req.num_output_tokens == 1:
                 req.first_token_s = now
             if req.num_output_tokens >= req.output_tokens:
-                req.finish_s = now
-                req.status = "completed"
-                kv.free(req.request_id)
+                complete(req, now, kv)
                 finished.append(req)
             elif req.handoff and req.num_output_tokens == 1:
                 # Disaggregated prefill: the request leaves this instance after its first token; its KV moves
@@ -117,8 +122,6 @@ def accept_tokens(req: SimRequest, k: int, now: float, kv: BlockManager, running
     req.num_output_tokens += k
     if req.num_output_tokens < req.output_tokens:
         return False
-    req.finish_s = now
-    req.status = "completed"
-    kv.free(req.request_id)
+    complete(req, now, kv)
     running.remove(req)
     return True
