@@ -75,7 +75,9 @@ class Cluster:
         self.arrived = 0
         self.finished = 0  # completed or rejected
         self.all_done = env.event()
-        env.process(self._arrivals())
+        self._due_s = workload.arrival_s + scen.frontend_overhead_s
+        self._next_arrival = 0
+        self._schedule_arrival()
 
     # -- wiring -----------------------------------------------------------------------------------------------
     def _build_placement(self, where: str):
@@ -184,20 +186,30 @@ class Cluster:
         req.handoff = pool.cfg.role == "prefill" and req.output_tokens > 1
         self._dispatch(req, pool)
 
-    def _arrivals(self):
-        wl, env = self.workload, self.env
-        overhead = self.run.scenario.frontend_overhead_s
+    def _schedule_arrival(self) -> None:
+        """Requests enter at their arrival times (+ the front-end overhead): one timeout per distinct time, whose
+        callback admits every request due then and schedules the next (a callback chain, not a process: this
+        runs once per request)."""
+        i = self._next_arrival
+        if i < len(self.workload):
+            ev = self.env.timeout(max(0.0, float(self._due_s[i]) - self.env.now))
+            ev.callbacks.append(self._arrive)
+
+    def _arrive(self, _event) -> None:
+        wl, now = self.workload, self.env.now
         arrival, prompt, output = wl.arrival_s, wl.prompt_tokens, wl.output_tokens
         cls, prio, hashes, names = wl.request_class, wl.priority, wl.prefix_hashes, wl.class_names
-        for i in range(len(wl)):
-            t = float(arrival[i]) + overhead
-            if t > env.now:
-                yield env.timeout(t - env.now)
+        due, n = self._due_s, len(wl)
+        i = self._next_arrival
+        while i < n and due[i] <= now:
             req = SimRequest(i, float(arrival[i]), int(prompt[i]), int(output[i]), int(cls[i]), int(prio[i]),
                              None if hashes is None else hashes[i])
             self.arrived += 1
             self.recorder.on_arrival(req)
             self._admit(req, names[int(cls[i])])
+            i += 1
+        self._next_arrival = i
+        self._schedule_arrival()
 
     def live_requests(self):
         """Requests not yet ended: held at routers, waiting or running in instances, or moving between pools."""

@@ -128,28 +128,34 @@ class Sampler:
         used = cap = 0
         busy_all = 0.0
         completed = 0
+        n_serving = 0
         for name, pool in cl.pools.items():
-            live = [i for i in pool.instances if i.state != "stopped"]
-            serving = [i for i in live if i.state in ("active", "draining")]
-            q = len(pool.held) + sum(len(i.policy.waiting) for i in serving)
-            r = sum(len(i.policy.running) for i in serving)
-            u = sum(i.kv.used_blocks for i in serving)
-            c = sum(i.kv.num_blocks for i in serving)
-            busy = sum(i.busy_s for i in pool.instances)
-            n_active = sum(1 for i in live if i.state == "active")
-            busy_frac = (busy - self._last_busy[name]) / (len(serving) * dt) if serving else 0.0
+            counts = dict.fromkeys(("starting", "warming", "warm", "active", "draining", "stopped"), 0)
+            q, r, u, c, busy = len(pool.held), 0, 0, 0, 0.0
+            for i in pool.instances:  # one pass: this runs every sample interval over every instance
+                counts[i.state] += 1
+                busy += i.busy_s
+                if i.state == "active" or i.state == "draining":
+                    pol, kv = i.policy, i.kv
+                    q += len(pol.waiting)
+                    r += len(pol.running)
+                    u += kv.used_blocks
+                    c += kv.num_blocks
+            serving = counts["active"] + counts["draining"]
+            live = len(pool.instances) - counts["stopped"]
+            n_active = counts["active"]
+            busy_frac = (busy - self._last_busy[name]) / (serving * dt) if serving else 0.0
             self._last_busy[name] = busy
-            self.cost_usd += len(live) * pool.usd_per_hour * dt / 3600.0
-            counts = {st: sum(1 for i in live if i.state == st) for st in ("starting", "warming", "warm", "draining")}
+            self.cost_usd += live * pool.usd_per_hour * dt / 3600.0
             row = (t, name, counts["starting"] + counts["warming"], counts["warm"], n_active, counts["draining"],
                    q, r, u / c if c else 0.0, min(1.0, busy_frac))
             for col, v in zip(POOL_COLUMNS, row):
                 self.pool_ts[col].append(v)
             queued, running, active, used, cap = queued + q, running + r, active + n_active, used + u, cap + c
-            busy_all += busy_frac * len(serving)
+            busy_all += busy_frac * serving
+            n_serving += serving
             completed += pool.completed
-            self.peak_instances[name] = max(self.peak_instances.get(name, 0), len(live))
-        n_serving = sum(1 for p in cl.pools.values() for i in p.instances if i.state in ("active", "draining"))
+            self.peak_instances[name] = max(self.peak_instances.get(name, 0), live)
         row = (t, cl.arrived - self._last_arrived, completed - self._last_completed, queued, running, active,
                used / cap if cap else 0.0, min(1.0, busy_all / n_serving) if n_serving else 0.0, self.cost_usd,
                cl.overload.level)

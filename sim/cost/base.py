@@ -6,19 +6,19 @@ decodes) and gets back a `StepCost` whose named parts sum to the total. Units: s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 PARTS: tuple[str, ...] = ("attention", "dense_gemm", "moe_gemm", "elementwise", "communication", "overhead")
 
 
-@dataclass(frozen=True, slots=True)
-class BatchShape:
+class BatchShape(NamedTuple):
     """Aggregates of one iteration's work (what the cost of every op depends on).
 
     A prefill chunk of q new tokens after c tokens already in the KV cache contributes q to `prefill_tokens`,
     q*c to `prefill_q_ctx_sum`, q*(q+1)/2 to `prefill_q_sq_sum` and c+q to `prefill_kv_tokens`. A decode of a
     sequence whose context (before this step) is c contributes 1 to `decode_seqs` and c+1 to `decode_ctx_sum`.
-    `sampled_seqs` counts sequences that emit a token this step (LM head rows).
+    `sampled_seqs` counts sequences that emit a token this step (LM head rows). A NamedTuple: made and hashed
+    once per iteration on the simulator's hot path, where a frozen dataclass costs several times more.
     """
 
     prefill_seqs: int = 0

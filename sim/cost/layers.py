@@ -8,6 +8,7 @@ that may overlap compute (TP all-reduce, EP dispatch and combine) and the host f
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -24,9 +25,8 @@ from sim.cost.weights import expert_bytes_per_device, kv_elem_bytes
 COMPUTE_PARTS: tuple[str, ...] = ("attention", "dense_gemm", "moe_gemm", "elementwise")
 
 
-@dataclass(frozen=True)
-class Work:
-    """One device's share of one micro-batch."""
+class Work(NamedTuple):
+    """One device's share of one micro-batch (a NamedTuple: made and hashed for every priced iteration)."""
 
     tokens: float              # rows through projections and dense MLP: prefill tokens + decode query tokens
     prefill_tokens: float

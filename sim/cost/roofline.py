@@ -85,6 +85,9 @@ class LayeredCostModel:
         self.draft_tokens = dep.draft_tokens
         self.acceptance = () if dep.mtp is None else dep.mtp.acceptance
         self._cache: dict[BatchShape, StepCost] = {}
+        self._forms: dict[BatchShape, _MixedForm | None] = {}  # mixed shapes without their context sum
+        self._tables: dict[tuple, _ContextTable] = {}  # BatchShape fields but the context sum
+        self._table_entries = 0
 
     @property
     def kind(self) -> str:
@@ -170,9 +173,10 @@ class LayeredCostModel:
             launches += n * u * lc.launches
         return parts, _max(0.0, comm_work - (parts["communication"] - fetch)), launches
 
-    def _price(self, b: BatchShape, ctx):
+    def _price(self, b: BatchShape, ctx, form: bool = False):
         """(total, parts, hidden communication) of shape b with decode_ctx_sum = ctx: floats for one context, arrays
-        (elementwise the same arithmetic) for an array of contexts."""
+        (elementwise the same arithmetic) for an array of contexts. With `form`, a fourth item: the `_MixedForm`
+        of b's shape when its time is affine in the per-layer decode attention, else None."""
         dep, lay, lp = self.dep, self.lay, self.layers
         q = 1 + self.draft_tokens
         rank_est = _share(b.prefill_seqs, dep.dp) * b.prefill_tokens + _share(b.decode_seqs, dep.dp) * b.decode_seqs * q
@@ -212,18 +216,46 @@ class LayeredCostModel:
         total = 0.0
         for k in PARTS:
             total = total + out[k]
-        return total, out, slots * hidden
+        if not form:
+            return total, out, slots * hidden
+        # One stage, no overlap, no drafts: every layer adds the same decode attention a to its attention part
+        # and nothing else depends on it, so gpu time and the attention part move by slots x layers x a.
+        affine = u == 1 and len(lay.stages) == 1 and not drafts and b.decode_seqs > 0
+        st = lay.stages[0]
+        return total, out, slots * hidden, (_MixedForm(
+            self, main, ctx_factor, float(lp.decode_attention(main, ctx)), slots * (st.dense_layers + st.moe_layers),
+            out, gpu, slots * hidden, slots * launches, rank_tokens) if affine else None)
 
     # -- the CostModel surface --------------------------------------------------------------------------------
     def step_cost(self, b: BatchShape) -> StepCost:
         cached = self._cache.get(b)
         if cached is not None:
             return cached
-        total, parts, hidden = self._price(b, float(b.decode_ctx_sum))
-        cost = StepCost(total_s=float(total), parts={k: float(parts[k]) for k in PARTS}, hidden_s=float(hidden))
+        if b.prefill_seqs and b.decode_seqs:
+            cost = self._mixed_step(b)
+        else:
+            total, parts, hidden = self._price(b, float(b.decode_ctx_sum))
+            cost = StepCost(total_s=float(total), parts={k: float(parts[k]) for k in PARTS}, hidden_s=float(hidden))
         if len(self._cache) < 200_000:
             self._cache[b] = cost
         return cost
+
+    def _mixed_step(self, b: BatchShape) -> StepCost:
+        """A step with prefill chunks and decodes. Its decode contexts rarely repeat, so the step cache misses;
+        where the time is affine in the per-layer decode attention (`_MixedForm`), the rest is kept per shape
+        (b without its context sum) and only the decode attention is priced anew."""
+        key = b._replace(decode_ctx_sum=0)
+        form = self._forms.get(key, False)
+        if form is False:
+            total, parts, hidden, form = self._price(b, float(b.decode_ctx_sum), form=True)
+            if len(self._forms) > 100_000:
+                self._forms.clear()
+            self._forms[key] = form
+            return StepCost(total_s=float(total), parts={k: float(parts[k]) for k in PARTS}, hidden_s=float(hidden))
+        if form is None:
+            total, parts, hidden = self._price(b, float(b.decode_ctx_sum))
+            return StepCost(total_s=float(total), parts={k: float(parts[k]) for k in PARTS}, hidden_s=float(hidden))
+        return form.at(float(b.decode_ctx_sum))
 
     def decode_run(self, b: BatchShape, steps: int, ctx_sums=None, with_hidden: bool = False, compact: bool = False):
         """Step times of `steps` consecutive decode-only iterations of the same sequences, the first of shape `b`;
@@ -231,17 +263,108 @@ class LayeredCostModel:
         totals and the parts per step (arrays), and the hidden communication per step when `with_hidden`.
         Element j equals `step_cost(b with decode_ctx_sum = ctx_sums[j])` exactly (the same vectorised call).
         With `compact`, parts and hidden that do not change from step to step stay scalars (the simulator's hot
-        path multiplies them by the steps taken instead of summing arrays)."""
+        path multiplies them by the steps taken instead of summing arrays).
+
+        The default run (contexts growing by one token per sequence per step) reads a strided slice of a table
+        of this shape's step costs over every context sum (`_ContextTable`): pricing a run then costs a slice,
+        not a pass through the layer composition."""
         if ctx_sums is None:
+            table = self._table(b, b.decode_ctx_sum + b.decode_seqs * (steps - 1)) if b.decode_seqs else None
+            if table is not None:
+                return table.run(b.decode_ctx_sum, b.decode_seqs, steps, with_hidden, compact)
             ctx_sums = b.decode_ctx_sum + b.decode_seqs * np.arange(steps, dtype=np.float64)
         ctx_sums = np.asarray(ctx_sums, dtype=np.float64)
         if len(ctx_sums) != steps:
             raise ValueError(f"ctx_sums has {len(ctx_sums)} entries for {steps} steps")
         total, parts, hidden = self._price(b, ctx_sums)
-        total = np.broadcast_to(total, (steps,)).copy()
+        return _shape_run(steps, total, parts, hidden, with_hidden, compact)
+
+    def _table(self, b: BatchShape, max_ctx_sum: int) -> _ContextTable | None:
+        """The step-cost table of b's shape (b without its context sum) covering context sums 0..max_ctx_sum,
+        built or grown (doubling) on demand; None when it would take more than TABLE_ENTRIES in all."""
+        key = (b.prefill_seqs, b.prefill_tokens, b.prefill_q_ctx_sum, b.prefill_q_sq_sum, b.prefill_kv_tokens,
+               b.decode_seqs, b.sampled_seqs)
+        table = self._tables.get(key)
+        if table is not None and max_ctx_sum < table.size:
+            return table
+        size = max(1024, 2 * (table.size if table is not None else 0), max_ctx_sum + 1)
+        if size > TABLE_ENTRIES:
+            return None
+        if self._table_entries + size > TABLE_ENTRIES:
+            self._tables.clear()
+            self._table_entries = 0
+        if table is not None and key in self._tables:
+            self._table_entries -= table.size
+        total, parts, hidden = self._price(b._replace(decode_ctx_sum=0), np.arange(size, dtype=np.float64))
+        table = self._tables[key] = _ContextTable(size, total, parts, hidden)
+        self._table_entries += size
+        return table
+
+
+class _MixedForm:
+    """A mixed step's cost as a function of its decode context sum, for shapes where it is affine in the per-layer
+    decode attention a: attention part and gpu time are the reference step's plus slope x (a - a_ref); the host
+    overhead is recomputed from the gpu time (it may be launch-bound). Equal to `_price` up to rounding
+    (tests/cost/test_decode_run.py)."""
+
+    __slots__ = ("model", "main", "ctx_factor", "a_ref", "slope", "parts", "gpu_ref", "hidden", "launches",
+                 "rank_tokens")
+
+    def __init__(self, model, main, ctx_factor, a_ref, slope, parts, gpu_ref, hidden, launches, rank_tokens):
+        self.model, self.main, self.ctx_factor, self.a_ref, self.slope = model, main, ctx_factor, a_ref, slope
+        self.parts = {k: float(parts[k]) for k in PARTS}
+        self.gpu_ref, self.hidden, self.launches, self.rank_tokens = float(gpu_ref), float(hidden), launches, rank_tokens
+
+    def at(self, ctx_sum: float) -> StepCost:
+        m = self.model
+        d = self.slope * (float(m.layers.decode_attention(self.main, ctx_sum * self.ctx_factor)) - self.a_ref)
+        parts = dict(self.parts)
+        parts["attention"] += d
+        gpu = self.gpu_ref + d
+        parts["overhead"] = float(m.host.seconds(self.launches, gpu, self.rank_tokens))
+        return StepCost(total_s=gpu + parts["overhead"], parts=parts, hidden_s=self.hidden)
+
+
+# Step costs held in context tables per cost model (each entry: the total and the parts that vary with context).
+TABLE_ENTRIES = 1 << 22
+
+
+def _shape_run(steps: int, total, parts: dict, hidden, with_hidden: bool, compact: bool):
+    """decode_run's return value from the (possibly scalar) results of `_price` over a run's contexts."""
+    total = np.broadcast_to(total, (steps,)).copy()
+    if compact:
+        parts = {k: (parts[k] if np.ndim(parts[k]) else float(parts[k])) for k in PARTS}
+        return (total, parts, hidden if np.ndim(hidden) else float(hidden)) if with_hidden else (total, parts)
+    parts = {k: np.broadcast_to(parts[k], (steps,)).copy() for k in PARTS}
+    hidden = np.broadcast_to(hidden, (steps,)).copy()
+    return (total, parts, hidden) if with_hidden else (total, parts)
+
+
+class _ContextTable:
+    """One decode-only shape's step costs at every context sum 0..size-1, from one vectorised `_price` call.
+
+    Element c is bit-for-bit what `step_cost` gives with decode_ctx_sum = c (the array and float paths of
+    `_price` are the same IEEE operations; tests/cost/test_decode_run.py), so a run read from the table equals
+    stepping. A run with contexts c0, c0 + n, c0 + 2n, ... is the strided slice [c0 : c0 + steps*n : n]."""
+
+    __slots__ = ("size", "total", "parts", "hidden", "varying")
+
+    def __init__(self, size: int, total, parts: dict, hidden) -> None:
+        self.size = size
+        self.total = np.broadcast_to(total, (size,)).copy()
+        self.parts = {k: (parts[k] if np.ndim(parts[k]) else float(parts[k])) for k in PARTS}
+        self.hidden = hidden if np.ndim(hidden) else float(hidden)
+        self.varying = [k for k, v in self.parts.items() if isinstance(v, np.ndarray)]
+
+    def run(self, ctx0: int, seqs: int, steps: int, with_hidden: bool, compact: bool):
+        sl = slice(ctx0, ctx0 + seqs * steps, seqs)
+        total = self.total[sl].copy()
         if compact:
-            parts = {k: (parts[k] if np.ndim(parts[k]) else float(parts[k])) for k in PARTS}
-            return (total, parts, hidden if np.ndim(hidden) else float(hidden)) if with_hidden else (total, parts)
-        parts = {k: np.broadcast_to(parts[k], (steps,)).copy() for k in PARTS}
-        hidden = np.broadcast_to(hidden, (steps,)).copy()
+            parts = self.parts.copy()
+            for k in self.varying:
+                parts[k] = parts[k][sl]
+            hidden = self.hidden[sl] if isinstance(self.hidden, np.ndarray) else self.hidden
+        else:
+            parts = {k: (v[sl].copy() if isinstance(v, np.ndarray) else np.full(steps, v)) for k, v in self.parts.items()}
+            hidden = self.hidden[sl].copy() if isinstance(self.hidden, np.ndarray) else np.full(steps, self.hidden)
         return (total, parts, hidden) if with_hidden else (total, parts)

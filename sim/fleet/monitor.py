@@ -16,7 +16,10 @@ class Window:
         self._items: deque[tuple[float, float]] = deque()
 
     def add(self, t_s: float, value: float) -> None:
-        self._items.append((t_s, value))
+        items = self._items
+        items.append((t_s, value))
+        if items[0][0] < t_s - self.window_s:  # keep memory bounded when nobody reads the window
+            self._trim(t_s)
 
     def _trim(self, now_s: float) -> None:
         cut = now_s - self.window_s

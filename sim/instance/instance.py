@@ -1,8 +1,11 @@
-"""One serving instance as a SimPy process: form a batch, price it, wait its time, apply it, repeat."""
-from __future__ import annotations
+"""One serving instance, driven by SimPy events: form a batch, price it, wait its time, apply it, repeat.
 
-import bisect
-import itertools
+The instance is an event-driven state machine rather than a SimPy process: each iteration (or priced run of
+decode iterations) is one timeout whose callback applies it and schedules the next. An arrival during a run of
+decode iterations moves the run's end to the next iteration boundary (a new timeout; the old one goes stale and
+is ignored), so a request joins exactly where stepping one iteration at a time would let it join.
+"""
+from __future__ import annotations
 
 import numpy as np
 import simpy
@@ -13,6 +16,40 @@ from sim.instance.batching import BatchingPolicy
 from sim.instance.batching.base import accept_tokens, bulk_decode
 from sim.instance.kv_cache import BlockManager
 from sim.instance.request_state import SimRequest
+
+# What the instance is doing between events.
+IDLE, WAKE, TIMER, STEP, RUN, APPLY = "idle", "wake", "timer", "step", "run", "apply"
+
+
+class _Run:
+    """A run of decode iterations in flight: `ends[j]` is the end of its iteration j (absolute simulated s);
+    `m` iterations are taken (fewer than planned when an arrival cut it short)."""
+
+    __slots__ = ("batch", "start_s", "ends", "parts", "hidden", "m")
+
+    def __init__(self, batch: ScheduledBatch, start_s: float, ends: np.ndarray, parts: dict, hidden) -> None:
+        self.batch, self.start_s, self.ends, self.parts, self.hidden = batch, start_s, ends, parts, hidden
+        self.m = len(ends)
+
+
+def _run_parts(parts: dict, m: int, busy_s: float) -> dict:
+    """Each part's seconds over the first m iterations of a run. Parts constant along the run are multiplied;
+    when only one part varies (decode attention, as a rule), it is the busy time minus the others (the parts sum
+    to the total), which saves summing its array."""
+    out, varying = {}, []
+    rest = 0.0
+    for k, v in parts.items():
+        if isinstance(v, np.ndarray):
+            varying.append(k)
+        else:
+            out[k] = v * m
+            rest += out[k]
+    if len(varying) == 1:
+        out[varying[0]] = max(0.0, busy_s - rest)
+    else:
+        for k in varying:
+            out[k] = float(parts[k][:m].sum())
+    return out
 
 
 class Instance:
@@ -43,6 +80,8 @@ class Instance:
         self.fast_forward = fast_forward and self.draft_tokens == 0  # price runs of decode iterations in one event
         if self.draft_tokens and hasattr(policy, "lookahead_tokens"):
             policy.lookahead_tokens = self.draft_tokens
+        # Policies that never admit into a running batch (static, dynamic) need no cut on arrival.
+        self._admits_mid_run = bool(getattr(policy, "admits_mid_run", True))
         self.hidden_s = 0.0  # communication overlapped by compute (not in the iteration times)
         self.state = "starting"
         self.started_s = float(env.now)   # when it was asked for (billing starts)
@@ -53,14 +92,16 @@ class Instance:
         self.parts_s = dict.fromkeys(PARTS, 0.0)
         self.last_step_end_s = 0.0
         self.clock_ok = True
-        self._wakeup: simpy.Event | None = None
-        self.process = None
+        self._mode = IDLE
+        self._pending: simpy.Event | None = None  # the one event this instance acts on; any other is stale
+        self._step: tuple[ScheduledBatch, float, StepCost] | None = None
+        self._run: _Run | None = None
 
     def activate(self) -> None:
         """Start serving (end of the cold start)."""
         self.state = "active"
         self.active_s = float(self.env.now)
-        self.process = self.env.process(self._run())
+        self._poke()
 
     def drain(self) -> None:
         """Take no new requests; stop once everything held has finished (nothing in flight is dropped)."""
@@ -76,10 +117,6 @@ class Instance:
         if self.on_stopped is not None:
             self.on_stopped(self)
 
-    def _poke(self) -> None:
-        if self._wakeup is not None and not self._wakeup.triggered:
-            self._wakeup.succeed()
-
     @property
     def outstanding(self) -> int:
         return len(self.policy.waiting) + len(self.policy.running)
@@ -87,38 +124,96 @@ class Instance:
     def submit(self, req: SimRequest) -> None:
         req.pool, req.instance, req.enqueued_s = self.pool, self.index, float(self.env.now)
         self.policy.add_request(req, self.env.now)
-        self._poke()
+        if self._mode is RUN:
+            if self._admits_mid_run:
+                self._cut_run()
+        else:
+            self._poke()
 
-    def _run(self):
-        env = self.env
-        while True:
-            out = self.policy.schedule(env.now)
-            if out is None and self.state == "draining" and self.outstanding == 0:
+    # -- events -----------------------------------------------------------------------------------------------
+    def _at(self, delay_s: float, mode: str) -> None:
+        ev = self.env.timeout(delay_s)
+        ev.callbacks.append(self._on_event)
+        self._pending, self._mode = ev, mode
+
+    def _poke(self) -> None:
+        """Re-plan at the current time, after the events already due now (so that simultaneous arrivals batch)."""
+        if self._mode is IDLE or self._mode is TIMER:
+            if self.state != "starting" and self.state != "stopped":
+                self._at(0.0, WAKE)
+
+    def _on_event(self, ev: simpy.Event) -> None:
+        if ev is not self._pending:
+            return  # stale: a timer overtaken by a wake-up, or a run end moved earlier by an arrival
+        mode = self._mode
+        self._pending = None
+        self._mode = APPLY
+        if mode is STEP:
+            self._end_step()
+        elif mode is RUN:
+            self._end_run()
+        self._next()
+
+    def _next(self) -> None:
+        out = self.policy.schedule(self.env.now)
+        if out is None:
+            self._mode = IDLE
+            if self.state == "draining" and self.outstanding == 0:
                 self._stop()
-                return
-            if out is None or not isinstance(out, ScheduledBatch):
-                self._wakeup = env.event()
-                if out is None:
-                    yield self._wakeup
-                else:
-                    yield self._wakeup | env.timeout(max(0.0, out - env.now))
-                self._wakeup = None
-                continue
-            steps = self.policy.steady_steps(out) if self.fast_forward else 0
-            if steps >= 2:
-                yield from self._decode_run(out, steps)
-                continue
-            cost = self.cost.step_cost(out.shape)
-            if out.load_s:
-                parts = dict(cost.parts)
-                parts["communication"] += out.load_s
-                cost = StepCost(cost.total_s + out.load_s, parts, cost.hidden_s)
-            start = env.now
-            yield env.timeout(cost.total_s)
-            self.hidden_s += cost.hidden_s
-            self._account(start, cost.total_s, 1, cost.parts)
-            self._apply(out)
+            return
+        if not isinstance(out, ScheduledBatch):
+            self._at(max(0.0, out - self.env.now), TIMER)
+            return
+        steps = self.policy.steady_steps(out) if self.fast_forward else 0
+        if steps >= 2:
+            self._start_run(out, steps)
+            return
+        cost = self.cost.step_cost(out.shape)
+        if out.load_s:
+            parts = dict(cost.parts)
+            parts["communication"] += out.load_s
+            cost = StepCost(cost.total_s + out.load_s, parts, cost.hidden_s)
+        self._step = (out, float(self.env.now), cost)
+        self._at(cost.total_s, STEP)
 
+    def _end_step(self) -> None:
+        batch, start, cost = self._step
+        self._step = None
+        self.hidden_s += cost.hidden_s
+        self._account(start, cost.total_s, 1, cost.parts)
+        self._apply(batch)
+
+    def _start_run(self, batch: ScheduledBatch, steps: int) -> None:
+        """Price `steps` identical-membership decode iterations at once (exactly what stepping one by one gives:
+        the ends are the same sequential sums)."""
+        totals, parts, hidden = self.cost.decode_run(batch.shape, steps, with_hidden=True, compact=True)
+        start = float(self.env.now)
+        totals[0] += start
+        ends = np.add.accumulate(totals, out=totals)  # sequential: ((start + t0) + t1) + ..., as stepping adds
+        self._run = _Run(batch, start, ends, parts, hidden)
+        self._at(float(ends[-1]) - start, RUN)
+
+    def _cut_run(self) -> None:
+        """An arrival during a run: the iteration in progress finishes, the ones after it are not taken, and the
+        new request can join at that boundary, as it would when stepping."""
+        run, now = self._run, self.env.now
+        m = int(np.searchsorted(run.ends, now, side="left")) + 1
+        if m >= run.m:
+            return  # already ends at (or before) that boundary
+        run.m = m
+        self._at(float(run.ends[m - 1]) - now, RUN)
+
+    def _end_run(self) -> None:
+        run, self._run = self._run, None
+        m, batch = run.m, run.batch
+        bulk_decode(batch.items, m - 1, self.kv)
+        busy_s = float(run.ends[m - 1]) - run.start_s
+        self._account(run.start_s, busy_s, m, _run_parts(run.parts, m, busy_s))
+        hidden = run.hidden
+        self.hidden_s += float(hidden[:m].sum()) if isinstance(hidden, np.ndarray) else hidden * m
+        self._apply(batch)
+
+    # -- bookkeeping ------------------------------------------------------------------------------------------
     def _account(self, start_s: float, busy_s: float, iterations: int, parts: dict) -> None:
         if self.env.now < start_s or start_s < self.last_step_end_s:
             self.clock_ok = False
@@ -127,30 +222,6 @@ class Instance:
         self.iterations += iterations
         for k, v in parts.items():
             self.parts_s[k] += v
-
-    def _decode_run(self, batch: ScheduledBatch, steps: int):
-        """Price `steps` identical-membership decode iterations in one event (exactly what stepping one by one
-        gives). An arrival interrupts the run: the iteration in progress finishes, the ones after it are not
-        taken, and the new request can join at that boundary, as it would when stepping."""
-        env = self.env
-        totals, parts, hidden = self.cost.decode_run(batch.shape, steps, with_hidden=True, compact=True)
-        start = env.now
-        ends = list(itertools.accumulate(totals.tolist(), initial=start))[1:]  # exact step-by-step sums
-        self._wakeup = env.event()
-        done = env.timeout(ends[-1] - start)
-        yield done | self._wakeup
-        self._wakeup = None
-        if done.processed or env.now >= ends[-1]:
-            m = steps
-        else:
-            m = bisect.bisect_left(ends, env.now) + 1
-            if env.now < ends[m - 1]:
-                yield env.timeout(ends[m - 1] - env.now)
-        bulk_decode(batch.items, m - 1, self.kv)
-        applied = {k: (float(v[:m].sum()) if isinstance(v, np.ndarray) else v * m) for k, v in parts.items()}
-        self.hidden_s += float(np.sum(hidden[:m])) if isinstance(hidden, np.ndarray) else hidden * m
-        self._account(start, ends[m - 1] - start, m, applied)
-        self._apply(ScheduledBatch(batch.items))
 
     def _accept_drafts(self, batch: ScheduledBatch, now: float) -> list[SimRequest]:
         """Tokens accepted beyond the one each decode emits: draft i is accepted with probability acceptance[i]

@@ -10,7 +10,7 @@ import pytest
 from calibrate.profile import EfficiencyCurve, Profile
 from inferplan.specs import MoESpec
 from sim.cost.base import PARTS
-from tests.cost.toys import GQA, MLA, MOE, decode, model
+from tests.cost.toys import GQA, MLA, MOE, decode, model, prefill
 
 EP_MOE = dataclasses.replace(MOE, moe=MoESpec(num_experts=16, top_k=4, expert_intermediate_size=512,
                                               shared_experts=1), mtp_modules=1)
@@ -62,7 +62,7 @@ def test_decode_run_equals_step_cost_elementwise(name):
     totals, parts = cost.decode_run(first, steps)
     assert totals.shape == (steps,) and np.all(totals > 0)
     for j in range(steps):
-        one = cost.step_cost(dataclasses.replace(first, decode_ctx_sum=first.decode_ctx_sum + 32 * j))
+        one = cost.step_cost(first._replace(decode_ctx_sum=first.decode_ctx_sum + 32 * j))
         assert totals[j] == one.total_s, (name, j)
         for k in PARTS:
             assert parts[k][j] == one.parts[k], (name, j, k)
@@ -85,7 +85,29 @@ def test_decode_run_with_given_contexts():
     ctx = first.decode_ctx_sum + np.array([0, 27, 61, 90])
     totals, _, hidden = cost.decode_run(first, 4, ctx_sums=ctx, with_hidden=True)
     for j in range(4):
-        one = cost.step_cost(dataclasses.replace(first, decode_ctx_sum=int(ctx[j])))
+        one = cost.step_cost(first._replace(decode_ctx_sum=int(ctx[j])))
         assert totals[j] == one.total_s and hidden[j] == one.hidden_s
     with pytest.raises(ValueError, match="3 entries for 4 steps"):
         cost.decode_run(first, 4, ctx_sums=ctx[:3])
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_mixed_steps_priced_from_a_kept_form_equal_full_pricing(name):
+    """A mixed step (prefill chunks + decodes) is priced from the form kept for its shape after the first one:
+    every later context sum gives what the full layer composition gives, up to rounding, in every part."""
+    kw = dict(CASES[name])
+    cost = model(kw.pop("m"), **kw)
+    p, d = prefill(2, 700, 100), decode(24, 500)
+    base = p._replace(decode_seqs=d.decode_seqs, decode_ctx_sum=d.decode_ctx_sum,
+                      sampled_seqs=p.sampled_seqs + d.sampled_seqs)
+    for ctx in (base.decode_ctx_sum, 30, 24 * 4_000, 24 * 150_000, base.decode_ctx_sum + 7):
+        b = base._replace(decode_ctx_sum=ctx)
+        got = cost.step_cost(b)
+        total, parts, hidden = cost._price(b, float(ctx))
+        assert got.total_s == pytest.approx(float(total), rel=1e-12), (name, ctx)
+        assert got.hidden_s == pytest.approx(float(hidden), rel=1e-12, abs=1e-18), (name, ctx)
+        for k in PARTS:
+            assert got.parts[k] == pytest.approx(float(parts[k]), rel=1e-12, abs=1e-15), (name, ctx, k)
+    affine = [k for k, f in cost._forms.items() if f is not None]
+    assert bool(affine) == (name in {"gqa", "tp2_fp8_kv", "dp3_odd", "int4_ffn", "moe_ep_stat", "moe_zipf_redundant",
+                                     "moe_cold", "gqa_sparse_fp8", "eager_launch_bound", "measured_gqa_dp"}), name

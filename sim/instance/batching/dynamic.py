@@ -48,6 +48,8 @@ def length_buckets(reqs: list[SimRequest], max_batch_size: int, max_batch_tokens
 
 
 class DynamicBatching:
+    admits_mid_run = False  # a running batch admits nobody: arrivals never cut its decode runs short
+
     def __init__(self, kv: BlockManager, *, max_batch_size: int = 32, max_batch_tokens: int = 2048,
                  min_batch_size: int = 4, max_wait_s: float = 0.05, adaptive_wait: bool = True,
                  rate_ewma_weight: float = 0.1) -> None:

@@ -33,6 +33,8 @@ def reserve(kv: BlockManager, req: SimRequest) -> float | None:
 
 
 class StaticBatching:
+    admits_mid_run = False  # a running batch admits nobody: arrivals never cut its decode runs short
+
     def __init__(self, kv: BlockManager, *, batch_size: int = 8, timeout_s: float = 0.05) -> None:
         if batch_size < 1:
             raise ValueError('"batch_size" must be >= 1')
