@@ -24,6 +24,7 @@ decode context changes between its steps, and step_cost(b) is the same call with
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 
 import numpy as np
 
@@ -86,7 +87,7 @@ class LayeredCostModel:
         self.acceptance = () if dep.mtp is None else dep.mtp.acceptance
         self._cache: dict[BatchShape, StepCost] = {}
         self._forms: dict[BatchShape, _MixedForm | None] = {}  # mixed shapes without their context sum
-        self._tables: dict[tuple, _ContextTable] = {}  # BatchShape fields but the context sum
+        self._tables: OrderedDict[tuple, _ContextTable] = OrderedDict()  # BatchShape fields but the context sum
         self._table_entries = 0
 
     @property
@@ -279,25 +280,41 @@ class LayeredCostModel:
         total, parts, hidden = self._price(b, ctx_sums)
         return _shape_run(steps, total, parts, hidden, with_hidden, compact)
 
-    def _table(self, b: BatchShape, max_ctx_sum: int) -> _ContextTable | None:
-        """The step-cost table of b's shape (b without its context sum) covering context sums 0..max_ctx_sum,
-        built or grown (doubling) on demand; None when it would take more than TABLE_ENTRIES in all."""
+    def _table(self, b: BatchShape, last_ctx_sum: int) -> _ContextTable | None:
+        """The step-cost table of b's shape (b without its context sum) covering context sums
+        b.decode_ctx_sum..last_ctx_sum: found, extended (each growth adds at least the width it had, so every
+        entry is priced O(1) times), or built. Tables are evicted least recently used first to stay within
+        TABLE_ENTRIES; None when one table alone would exceed it."""
         key = (b.prefill_seqs, b.prefill_tokens, b.prefill_q_ctx_sum, b.prefill_q_sq_sum, b.prefill_kv_tokens,
                b.decode_seqs, b.sampled_seqs)
-        table = self._tables.get(key)
-        if table is not None and max_ctx_sum < table.size:
-            return table
-        size = max(1024, 2 * (table.size if table is not None else 0), max_ctx_sum + 1)
-        if size > TABLE_ENTRIES:
+        first = b.decode_ctx_sum
+        tables = self._tables
+        table = tables.get(key)
+        if table is not None:
+            tables.move_to_end(key)
+            if table.lo <= first and last_ctx_sum < table.hi:
+                return table
+            width = table.hi - table.lo
+            if last_ctx_sum < table.lo - width or first >= table.hi + width:
+                table = None  # far from what the table holds: start a new one here rather than fill the gap
+            else:
+                lo = table.lo if first >= table.lo else max(0, first - width)
+                hi = table.hi if last_ctx_sum < table.hi else last_ctx_sum + 1 + width
+        if table is None:
+            lo, hi = max(0, first - 256), last_ctx_sum + 1 + max(1024, last_ctx_sum + 1 - first)
+        if hi - lo > TABLE_ENTRIES:
             return None
-        if self._table_entries + size > TABLE_ENTRIES:
-            self._tables.clear()
-            self._table_entries = 0
-        if table is not None and key in self._tables:
-            self._table_entries -= table.size
-        total, parts, hidden = self._price(b._replace(decode_ctx_sum=0), np.arange(size, dtype=np.float64))
-        table = self._tables[key] = _ContextTable(size, total, parts, hidden)
-        self._table_entries += size
+        base = b._replace(decode_ctx_sum=0)
+        segments = [(lo, hi)] if table is None else [(lo, table.lo), (table.hi, hi)]
+        priced = [(a, z, self._price(base, np.arange(a, z, dtype=np.float64))) for a, z in segments if z > a]
+        replaced = tables.pop(key, None)
+        if replaced is not None:
+            self._table_entries -= replaced.hi - replaced.lo
+        table = tables[key] = _ContextTable.join(table, priced)
+        self._table_entries += table.hi - table.lo
+        while self._table_entries > TABLE_ENTRIES and len(tables) > 1:
+            _, old = tables.popitem(last=False)
+            self._table_entries -= old.hi - old.lo
         return table
 
 
@@ -341,23 +358,42 @@ def _shape_run(steps: int, total, parts: dict, hidden, with_hidden: bool, compac
 
 
 class _ContextTable:
-    """One decode-only shape's step costs at every context sum 0..size-1, from one vectorised `_price` call.
+    """One decode-only shape's step costs at context sums lo..hi-1, from vectorised `_price` calls.
 
     Element c is bit-for-bit what `step_cost` gives with decode_ctx_sum = c (the array and float paths of
     `_price` are the same IEEE operations; tests/cost/test_decode_run.py), so a run read from the table equals
-    stepping. A run with contexts c0, c0 + n, c0 + 2n, ... is the strided slice [c0 : c0 + steps*n : n]."""
+    stepping. A run with contexts c0, c0 + n, c0 + 2n, ... is a strided slice."""
 
-    __slots__ = ("size", "total", "parts", "hidden", "varying")
+    __slots__ = ("lo", "hi", "total", "parts", "hidden", "varying")
 
-    def __init__(self, size: int, total, parts: dict, hidden) -> None:
-        self.size = size
-        self.total = np.broadcast_to(total, (size,)).copy()
-        self.parts = {k: (parts[k] if np.ndim(parts[k]) else float(parts[k])) for k in PARTS}
-        self.hidden = hidden if np.ndim(hidden) else float(hidden)
-        self.varying = [k for k, v in self.parts.items() if isinstance(v, np.ndarray)]
+    def __init__(self, lo: int, hi: int, total: np.ndarray, parts: dict, hidden) -> None:
+        self.lo, self.hi, self.total, self.parts, self.hidden = lo, hi, total, parts, hidden
+        self.varying = [k for k, v in parts.items() if isinstance(v, np.ndarray)]
+
+    @staticmethod
+    def join(old: _ContextTable | None, priced: list) -> _ContextTable:
+        """`old` extended by `priced` segments [(lo, hi, (total, parts, hidden))], below and/or above it."""
+        pieces = []
+        for lo, hi, (total, parts, hidden) in priced:
+            n = hi - lo
+            pieces.append(_ContextTable(lo, hi, np.broadcast_to(total, (n,)),
+                                        {k: (parts[k] if np.ndim(parts[k]) else float(parts[k])) for k in PARTS},
+                                        hidden if np.ndim(hidden) else float(hidden)))
+        if old is not None:
+            pieces.append(old)
+        pieces.sort(key=lambda t: t.lo)
+        if len(pieces) == 1:
+            t = pieces[0]
+            return _ContextTable(t.lo, t.hi, t.total.copy(), dict(t.parts), t.hidden)
+
+        def cat(values):
+            return np.concatenate(values) if isinstance(values[0], np.ndarray) else values[0]
+        return _ContextTable(pieces[0].lo, pieces[-1].hi, np.concatenate([t.total for t in pieces]),
+                             {k: cat([t.parts[k] for t in pieces]) for k in PARTS}, cat([t.hidden for t in pieces]))
 
     def run(self, ctx0: int, seqs: int, steps: int, with_hidden: bool, compact: bool):
-        sl = slice(ctx0, ctx0 + seqs * steps, seqs)
+        first = ctx0 - self.lo
+        sl = slice(first, first + seqs * steps, seqs)
         total = self.total[sl].copy()
         if compact:
             parts = self.parts.copy()
