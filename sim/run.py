@@ -44,8 +44,10 @@ def check_invariants(cols: dict, cluster: Cluster, arrived: int) -> dict[str, st
     out = {}
     status = cols["status"]
     counts = {s: int((status == s).sum()) for s in ("completed", "rejected", "unfinished")}
-    out["request_conservation"] = "ok" if sum(counts.values()) == arrived == len(status) else \
-        f"violated: {counts} vs {arrived} arrived"
+    drift = [f"{p.name}[{i.index}]" for p in cluster.pools.values() for i in p.instances
+             if i.outstanding != len(i.policy.waiting) + len(i.policy.running)]
+    out["request_conservation"] = ("ok" if sum(counts.values()) == arrived == len(status) and not drift else
+                                   f"violated: {counts} vs {arrived} arrived; instance counts off on {drift}")
     over = [f"{p.name}[{i.index}]" for p in cluster.pools.values() for i in p.instances
             if i.kv.peak_used_blocks > i.kv.num_blocks]
     out["kv_capacity"] = "ok" if not over else f"violated on {', '.join(over)}"

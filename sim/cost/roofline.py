@@ -232,7 +232,10 @@ class LayeredCostModel:
         cached = self._cache.get(b)
         if cached is not None:
             return cached
-        if b.prefill_seqs and b.decode_seqs:
+        table = self._table(b, b.decode_ctx_sum) if b.decode_seqs and not b.prefill_seqs else None
+        if table is not None:  # decode-only: one element of the shape's context table (what a run reads)
+            cost = table.step(b.decode_ctx_sum)
+        elif b.prefill_seqs and b.decode_seqs:
             cost = self._mixed_step(b)
         else:
             total, parts, hidden = self._price(b, float(b.decode_ctx_sum))
@@ -390,6 +393,14 @@ class _ContextTable:
             return np.concatenate(values) if isinstance(values[0], np.ndarray) else values[0]
         return _ContextTable(pieces[0].lo, pieces[-1].hi, np.concatenate([t.total for t in pieces]),
                              {k: cat([t.parts[k] for t in pieces]) for k in PARTS}, cat([t.hidden for t in pieces]))
+
+    def step(self, ctx_sum: int) -> StepCost:
+        i = ctx_sum - self.lo
+        parts = self.parts.copy()
+        for k in self.varying:
+            parts[k] = float(parts[k][i])
+        hidden = float(self.hidden[i]) if isinstance(self.hidden, np.ndarray) else self.hidden
+        return StepCost(total_s=float(self.total[i]), parts=parts, hidden_s=hidden)
 
     def run(self, ctx0: int, seqs: int, steps: int, with_hidden: bool, compact: bool):
         first = ctx0 - self.lo

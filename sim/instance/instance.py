@@ -92,6 +92,7 @@ class Instance:
         self.parts_s = dict.fromkeys(PARTS, 0.0)
         self.last_step_end_s = 0.0
         self.clock_ok = True
+        self.outstanding = 0  # requests held (waiting + running): submitted minus left, read by every routing
         self._mode = IDLE
         self._pending: simpy.Event | None = None  # the one event this instance acts on; any other is stale
         self._step: tuple[ScheduledBatch, float, StepCost] | None = None
@@ -117,12 +118,9 @@ class Instance:
         if self.on_stopped is not None:
             self.on_stopped(self)
 
-    @property
-    def outstanding(self) -> int:
-        return len(self.policy.waiting) + len(self.policy.running)
-
     def submit(self, req: SimRequest) -> None:
         req.pool, req.instance, req.enqueued_s = self.pool, self.index, float(self.env.now)
+        self.outstanding += 1
         self.policy.add_request(req, self.env.now)
         if self._mode is RUN:
             if self._admits_mid_run:
@@ -225,16 +223,17 @@ class Instance:
 
     def _accept_drafts(self, batch: ScheduledBatch, now: float) -> list[SimRequest]:
         """Tokens accepted beyond the one each decode emits: draft i is accepted with probability acceptance[i]
-        when all earlier drafts were; capped by the tokens the request still has to emit."""
+        when all earlier drafts were; capped by the tokens the request still has to emit. One block of uniform
+        draws per step (a row per decoding request, a column per draft) from the instance's own stream."""
+        eligible = [req for req, n in batch.items
+                    if n == 1 and req.num_output_tokens >= 2 and not req.handoff and req.status != "completed"]
+        if not eligible:  # (finished, a prefill that just emitted its first token, or not a decode)
+            return []
+        drafts = min(self.draft_tokens, len(self.acceptance))
+        draws = self.mtp_rng.random((len(eligible), drafts))
+        accepted = np.cumprod(draws < np.asarray(self.acceptance[:drafts]), axis=1).sum(axis=1).tolist()
         done = []
-        for req, n in batch.items:
-            if req.status == "completed" or req.handoff or req.num_output_tokens < 2 or n != 1:
-                continue  # finished, a prefill that just emitted its first token, or not a decode
-            k = 0
-            for a in self.acceptance[: self.draft_tokens]:
-                if self.mtp_rng.random() >= a:
-                    break
-                k += 1
+        for req, k in zip(eligible, accepted):
             k = min(k, req.output_tokens - req.num_output_tokens)
             if k and accept_tokens(req, k, now, self.kv, self.policy.running):
                 done.append(req)
@@ -249,5 +248,6 @@ class Instance:
             for req, _ in batch.items:
                 if req.num_output_tokens == 1 and req.first_token_s == now:
                     self.on_first_token(req)
+        self.outstanding -= len(finished)
         for req in finished:
             self.on_finish(req)

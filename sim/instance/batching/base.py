@@ -44,18 +44,20 @@ def advance(batch: ScheduledBatch, now: float, kv: BlockManager, running: list[S
     """Apply an iteration's results: computed tokens grow; a request that caught up with its known tokens
     samples one output token (its first at the end of the prefill); finished requests free their KV."""
     finished = []
-    for req, n in batch.items:
-        if req.num_computed_tokens < req.prompt_tokens <= req.num_computed_tokens + n:
-            kv.publish(req.request_id, req.prefix_hashes, req.prompt_tokens)
-        req.num_computed_tokens += n
-        if req.num_computed_tokens == known_tokens(req):
-            req.num_output_tokens += 1
-            if req.num_output_tokens == 1:
+    for req, n in batch.items:  # (runs once per request per iteration: locals instead of repeated lookups)
+        c, prompt = req.num_computed_tokens, req.prompt_tokens
+        if c < prompt <= c + n:
+            kv.publish(req.request_id, req.prefix_hashes, prompt)
+        c += n
+        req.num_computed_tokens = c
+        if c == prompt + req.num_output_tokens:  # caught up with its known tokens
+            out = req.num_output_tokens = req.num_output_tokens + 1
+            if out == 1:
                 req.first_token_s = now
-            if req.num_output_tokens >= req.output_tokens:
+            if out >= req.output_tokens:
                 complete(req, now, kv)
                 finished.append(req)
-            elif req.handoff and req.num_output_tokens == 1:
+            elif out == 1 and req.handoff:
                 # Disaggregated prefill: the request leaves this instance after its first token; its KV moves
                 # to a decode pool (the cluster prices the transfer), so the blocks here are released.
                 kv.free(req.request_id)

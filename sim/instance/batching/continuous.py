@@ -44,11 +44,13 @@ class ContinuousBatching:
         items: list[tuple[SimRequest, int]] = []
         preempted = False
         i = 0
-        while i < len(self.running) and budget > 0:
-            req = self.running[i]
-            n = min(known_tokens(req) - req.num_computed_tokens, budget)
-            extra = self.lookahead_tokens if req.num_output_tokens and n == 1 else 0
-            while not self.kv.grow(req.request_id, req.num_computed_tokens + n + extra):
+        running, grow, lookahead = self.running, self.kv.grow, self.lookahead_tokens
+        while i < len(running) and budget > 0:
+            req = running[i]
+            c = req.num_computed_tokens
+            n = min(req.prompt_tokens + req.num_output_tokens - c, budget)  # its known tokens not yet computed
+            extra = lookahead if n == 1 and req.num_output_tokens else 0
+            while not grow(req.request_id, c + n + extra):
                 victim = self.running.pop()
                 self._preempt(victim)
                 preempted = True
