@@ -8,6 +8,7 @@ efficiency plus a launch overhead. Pure arithmetic, no torch: the simulator impo
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 OPS: tuple[str, ...] = (
     "gemm",            # dense linear layer: [M,K] x [K,N]
@@ -117,7 +118,7 @@ def all_to_all_s(bytes_per_rank: float, ranks: int, link_bytes_per_s: float, lat
     return (ranks - 1) / ranks * bytes_per_rank / link_bytes_per_s + latency_s
 
 
-def log_interp(x: float, xs: list[float], ys: list[float]) -> float:
+def log_interp(x: float, xs: Sequence[float], ys: Sequence[float]) -> float:
     """Piecewise-linear interpolation of y in log(x), clamped to the end values outside the knots."""
     if x <= xs[0]:
         return ys[0]

@@ -45,7 +45,7 @@ class EfficiencyCurve:
         """Predicted op time (s) for an op whose roofline time is `roofline_s`; > 0 when either term is."""
         if roofline_s <= 0.0:
             return self.launch_s
-        eff = log_interp(roofline_s, list(self.roofline_s), list(self.efficiency))
+        eff = log_interp(roofline_s, self.roofline_s, self.efficiency)
         return self.launch_s + roofline_s / eff
 
 

@@ -1,6 +1,7 @@
 """The routing extension point: which instance of a pool serves a request."""
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Protocol, Sequence
 
 from sim.instance.instance import Instance
@@ -12,3 +13,8 @@ class Router(Protocol):
     lowest instance index, and any randomness comes from a named stream handed over at construction."""
 
     def route(self, req: SimRequest, instances: Sequence[Instance]) -> Instance: ...
+
+
+# The usual ordering key: fewer outstanding requests first, then the lowest index (attrgetter: it runs for every
+# instance on every request).
+BY_LOAD = attrgetter("outstanding", "index")

@@ -5,6 +5,8 @@ prompts of at most `threshold_tokens`; the rest take longer ones; least outstand
 """
 from __future__ import annotations
 
+from sim.router.base import BY_LOAD
+
 
 class LengthAwareRouter:
     def __init__(self, threshold_tokens: int = 2048, short_fraction: float = 0.5) -> None:
@@ -18,4 +20,4 @@ class LengthAwareRouter:
             return instances[0]
         k = min(n - 1, max(1, round(n * self.short_fraction)))
         group = instances[:k] if req.prompt_tokens <= self.threshold_tokens else instances[k:]
-        return min(group, key=lambda inst: (inst.outstanding, inst.index))
+        return min(group, key=BY_LOAD)

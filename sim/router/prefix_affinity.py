@@ -3,6 +3,8 @@ instance is overloaded (more than `max_imbalance` outstanding requests above the
 case fall back to least outstanding. Requests without prefix hashes go least outstanding."""
 from __future__ import annotations
 
+from sim.router.base import BY_LOAD
+
 
 class PrefixAffinityRouter:
     def __init__(self, max_imbalance: int = 8) -> None:
@@ -11,7 +13,7 @@ class PrefixAffinityRouter:
         self.max_imbalance = max_imbalance
 
     def route(self, req, instances):
-        least = min(instances, key=lambda inst: (inst.outstanding, inst.index))
+        least = min(instances, key=BY_LOAD)
         hashes = req.prefix_hashes
         if hashes is None or len(hashes) == 0:
             return least
