@@ -82,6 +82,7 @@ class Instance:
             policy.lookahead_tokens = self.draft_tokens
         # Policies that never admit into a running batch (static, dynamic) need no cut on arrival.
         self._admits_mid_run = bool(getattr(policy, "admits_mid_run", True))
+        self._joins_next_boundary = getattr(policy, "joins_next_boundary", None)  # finer test, when it has one
         self.hidden_s = 0.0  # communication overlapped by compute (not in the iteration times)
         self.state = "starting"
         self.started_s = float(env.now)   # when it was asked for (billing starts)
@@ -123,7 +124,7 @@ class Instance:
         self.outstanding += 1
         self.policy.add_request(req, self.env.now)
         if self._mode is RUN:
-            if self._admits_mid_run:
+            if self._admits_mid_run and (self._joins_next_boundary is None or self._joins_next_boundary()):
                 self._cut_run()
         else:
             self._poke()

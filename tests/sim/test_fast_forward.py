@@ -33,3 +33,19 @@ def test_fast_forward_under_kv_pressure_equals_stepping():
     assert slow.requests["preemptions"].sum() > 0  # the case exercises preemption
     np.testing.assert_allclose(fast.requests["finish_s"], slow.requests["finish_s"], rtol=0, atol=1e-9)
     assert list(fast.requests["preemptions"]) == list(slow.requests["preemptions"])
+
+
+@pytest.mark.parametrize("extra", [["batching.max_num_seqs=3"], ["+scenario.pools.main.num_gpu_blocks_override=90"],
+                                   ["batching=chunked_prefill", "+scenario.pools.main.num_gpu_blocks_override=90",
+                                    "batching.token_budget=64"]])
+def test_fast_forward_past_blocked_admissions_equals_stepping(extra):
+    """Runs go on while the head of `waiting` is kept out (all sequence slots taken, too little KV, too little
+    token budget), and arrivals behind it do not cut them short: still exactly what stepping gives."""
+    wl = poisson_workload(200, rate_per_s=40.0, seed=3, prompt_median=150, output_median=120)
+    common = ["scenario.pools.main.instances=1", *extra]
+    fast = simulate(run_config(*common, "fast_forward=true"), wl)
+    slow = simulate(run_config(*common, "fast_forward=false"), wl)
+    np.testing.assert_allclose(fast.requests["finish_s"], slow.requests["finish_s"], rtol=0, atol=1e-9)
+    np.testing.assert_allclose(fast.requests["first_token_s"], slow.requests["first_token_s"], rtol=0, atol=1e-9)
+    assert list(fast.requests["preemptions"]) == list(slow.requests["preemptions"])
+    assert fast.summary["pools"]["main"]["iterations"] == slow.summary["pools"]["main"]["iterations"]

@@ -29,6 +29,7 @@ class ContinuousBatching:
         self.chunked_prefill = chunked_prefill
         self.waiting: deque[SimRequest] = deque()
         self.running: list[SimRequest] = []
+        self._admission_tried = False  # the last schedule() tried to admit the head of `waiting`
         self.lookahead_tokens = 0  # KV slots reserved beyond each decode for speculative drafts (vLLM's lookahead)
 
     def add_request(self, req: SimRequest, now: float) -> None:
@@ -63,6 +64,7 @@ class ContinuousBatching:
                 continue
             break  # the request itself was preempted: it was the last in `running`
         load_s = 0.0
+        self._admission_tried = not preempted
         if not preempted:
             while self.waiting and len(self.running) < self.max_num_seqs and budget > 0:
                 req = self.waiting[0]
@@ -84,12 +86,24 @@ class ContinuousBatching:
         return ScheduledBatch(items, load_s) if items else None
 
     def steady_steps(self, batch: ScheduledBatch) -> int:
-        """Decode iterations that can be priced at once: only when no waiting request could join."""
-        if self.waiting and len(self.running) < self.max_num_seqs:
+        """Decode iterations that can be priced at once: only when no waiting request could join. A waiting
+        request this iteration's admission stopped at stays out for the whole run: the budget left after the
+        decodes is the same at every step, free KV only shrinks, and the prefix cache does not change (nothing is
+        published or evicted while decodes grow into free blocks); after a preemption admission was not tried,
+        so the next iteration is stepped."""
+        if self.waiting and len(self.running) < self.max_num_seqs and not self._admission_tried:
             return 0
         if len(batch.items) != len(self.running):
             return 0
         return steady_decode_steps(batch, self.kv)
+
+    def joins_next_boundary(self) -> bool:
+        """Whether the request that just arrived during a decode run could be admitted at the run's next
+        iteration boundary (else the run is not cut short): not while every sequence slot is taken, nor behind
+        another waiting request. A run with requests waiting is planned only when admission stopped at the
+        head (see `steady_steps`), which stays out for the run; one that started with none waiting was already
+        cut by the first arrival. Admission is first come, first served."""
+        return len(self.running) < self.max_num_seqs and len(self.waiting) <= 1
 
     def update_from_output(self, batch: ScheduledBatch, now: float) -> list[SimRequest]:
         return advance(batch, now, self.kv, self.running)
