@@ -86,6 +86,8 @@ class LayeredCostModel:
         self.draft_tokens = dep.draft_tokens
         self.acceptance = () if dep.mtp is None else dep.mtp.acceptance
         self._cache: dict[BatchShape, StepCost] = {}
+        self._dense_layers = any(st.dense_layers for st in self.lay.stages)
+        self._moe_layers = any(st.moe_layers for st in self.lay.stages)
         self._forms: dict[BatchShape, _MixedForm | None] = {}  # mixed shapes without their context sum
         self._tables: OrderedDict[tuple, _ContextTable] = OrderedDict()  # BatchShape fields but the context sum
         self._table_entries = 0
@@ -141,7 +143,7 @@ class LayeredCostModel:
         """One layer's parts for u pieces: compute in full; `communication` = the exposed communication (all of
         it without overlap; max(2c, 2x) - 2c with two micro-batches) plus the host fetches; and the once-per-pass
         fill min(c, x) of the overlap (0 without)."""
-        parts = {k: u * lc.compute[k] for k in COMPUTE_PARTS}
+        parts = dict(lc.compute) if u == 1 else {k: u * lc.compute[k] for k in COMPUTE_PARTS}
         if u == 2:
             c = lc.compute_s()
             exposed, fill = _max(2 * c, 2 * lc.comm_s) - 2 * c, _min(c, lc.comm_s)
@@ -186,9 +188,9 @@ class LayeredCostModel:
         main, drafts, ctx_factor, head_rows, rank_tokens = self._works(b, mb * u)
         ctx = ctx * ctx_factor
         kinds = {}
-        if any(st.dense_layers for st in lay.stages):
+        if self._dense_layers:
             kinds[False] = lp.layer(main, ctx, moe=False)
-        if any(st.moe_layers for st in lay.stages):
+        if self._moe_layers:
             kinds[True] = lp.layer(main, ctx, moe=True)
         draft = [(lp.layer(w, ctx, moe=self.m.moe is not None), lp.eh_proj(w.tokens) + lp.lm_head(rows))
                  for w, rows in drafts]
