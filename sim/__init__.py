@@ -1,4 +1,4 @@
-"""The cluster simulator: one SimPy process per instance, every batch iteration priced by the cost model.
+"""The cluster simulator: each instance an event-driven loop on SimPy, every batch iteration priced by the cost model.
 
 Read first: `run.py` (one simulation end to end), `cluster.py` (arrivals, overload ladder, placement, hand-offs),
 `instance/instance.py` with `instance/batching/` (how iterations form). Data flow:

@@ -1,2 +1,2 @@
-"""One serving instance: `instance.py` (the SimPy process), `batching/` (policies over waiting/running),
+"""One serving instance: `instance.py` (its event-driven loop on SimPy), `batching/` (policies over waiting/running),
 `kv_cache.py` (paged block accounting)."""
