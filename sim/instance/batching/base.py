@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Protocol
 
-from sim.instance.batch import ScheduledBatch, known_tokens
+from sim.instance.batch import ScheduledBatch
 from sim.instance.kv_cache import BlockManager
 from sim.instance.request_state import SimRequest
 
