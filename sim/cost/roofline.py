@@ -88,7 +88,7 @@ class LayeredCostModel:
         self._cache: dict[BatchShape, StepCost] = {}
         self._dense_layers = any(st.dense_layers for st in self.lay.stages)
         self._moe_layers = any(st.moe_layers for st in self.lay.stages)
-        self._forms: dict[BatchShape, _MixedForm | None] = {}  # mixed shapes without their context sum
+        self._forms: dict[tuple, _MixedForm | None] = {}  # mixed shapes without their context sum
         self._tables: OrderedDict[tuple, _ContextTable] = OrderedDict()  # BatchShape fields but the context sum
         self._table_entries = 0
 
@@ -250,7 +250,7 @@ class LayeredCostModel:
         """A step with prefill chunks and decodes. Its decode contexts rarely repeat, so the step cache misses;
         where the time is affine in the per-layer decode attention (`_MixedForm`), the rest is kept per shape
         (b without its context sum) and only the decode attention is priced anew."""
-        key = b._replace(decode_ctx_sum=0)
+        key = b[:6] + b[7:]  # the shape without its context sum (a plain tuple: `_replace` is slow here)
         form = self._forms.get(key, False)
         if form is False:
             total, parts, hidden, form = self._price(b, float(b.decode_ctx_sum), form=True)
@@ -290,8 +290,7 @@ class LayeredCostModel:
         b.decode_ctx_sum..last_ctx_sum: found, extended (each growth adds at least the width it had, so every
         entry is priced O(1) times), or built. Tables are evicted least recently used first to stay within
         TABLE_ENTRIES; None when one table alone would exceed it."""
-        key = (b.prefill_seqs, b.prefill_tokens, b.prefill_q_ctx_sum, b.prefill_q_sq_sum, b.prefill_kv_tokens,
-               b.decode_seqs, b.sampled_seqs)
+        key = b[:6] + b[7:]  # every field but decode_ctx_sum
         first = b.decode_ctx_sum
         tables = self._tables
         table = tables.get(key)
