@@ -231,25 +231,31 @@ class LayeredCostModel:
 
     # -- the CostModel surface --------------------------------------------------------------------------------
     def step_cost(self, b: BatchShape) -> StepCost:
+        """The iteration's cost. Decode-only shapes read their context table (what runs read); mixed shapes use
+        their kept form where they have one; the rest is cached by exact shape (the first two rarely repeat
+        exactly, so they stay out of that cache)."""
+        if b.decode_seqs:
+            if b.prefill_seqs:
+                cost = self._mixed_step(b)
+                if cost is not None:
+                    return cost
+            else:
+                table = self._table(b, b.decode_ctx_sum)
+                if table is not None:
+                    return table.step(b.decode_ctx_sum)
         cached = self._cache.get(b)
         if cached is not None:
             return cached
-        table = self._table(b, b.decode_ctx_sum) if b.decode_seqs and not b.prefill_seqs else None
-        if table is not None:  # decode-only: one element of the shape's context table (what a run reads)
-            cost = table.step(b.decode_ctx_sum)
-        elif b.prefill_seqs and b.decode_seqs:
-            cost = self._mixed_step(b)
-        else:
-            total, parts, hidden = self._price(b, float(b.decode_ctx_sum))
-            cost = StepCost(total_s=float(total), parts={k: float(parts[k]) for k in PARTS}, hidden_s=float(hidden))
+        total, parts, hidden = self._price(b, float(b.decode_ctx_sum))
+        cost = StepCost(total_s=float(total), parts={k: float(parts[k]) for k in PARTS}, hidden_s=float(hidden))
         if len(self._cache) < 200_000:
             self._cache[b] = cost
         return cost
 
-    def _mixed_step(self, b: BatchShape) -> StepCost:
-        """A step with prefill chunks and decodes. Its decode contexts rarely repeat, so the step cache misses;
-        where the time is affine in the per-layer decode attention (`_MixedForm`), the rest is kept per shape
-        (b without its context sum) and only the decode attention is priced anew."""
+    def _mixed_step(self, b: BatchShape) -> StepCost | None:
+        """A step with prefill chunks and decodes, priced from the form kept for its shape (b without its context
+        sum) when its time is affine in the per-layer decode attention (`_MixedForm`): only the decode attention
+        is priced anew. None when the shape is known to have no such form (the caller prices it in full)."""
         key = b[:6] + b[7:]  # the shape without its context sum (a plain tuple: `_replace` is slow here)
         form = self._forms.get(key, False)
         if form is False:
@@ -258,10 +264,7 @@ class LayeredCostModel:
                 self._forms.clear()
             self._forms[key] = form
             return StepCost(total_s=float(total), parts={k: float(parts[k]) for k in PARTS}, hidden_s=float(hidden))
-        if form is None:
-            total, parts, hidden = self._price(b, float(b.decode_ctx_sum))
-            return StepCost(total_s=float(total), parts={k: float(parts[k]) for k in PARTS}, hidden_s=float(hidden))
-        return form.at(float(b.decode_ctx_sum))
+        return None if form is None else form.at(float(b.decode_ctx_sum))
 
     def decode_run(self, b: BatchShape, steps: int, ctx_sums=None, with_hidden: bool = False, compact: bool = False):
         """Step times of `steps` consecutive decode-only iterations of the same sequences, the first of shape `b`;
