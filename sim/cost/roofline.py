@@ -274,9 +274,9 @@ class LayeredCostModel:
         With `compact`, parts and hidden that do not change from step to step stay scalars (the simulator's hot
         path multiplies them by the steps taken instead of summing arrays).
 
-        The default run (contexts growing by one token per sequence per step) reads a strided slice of a table
-        of this shape's step costs over every context sum (`_ContextTable`): pricing a run then costs a slice,
-        not a pass through the layer composition."""
+        The default run (contexts growing by one token per sequence per step) reads a strided slice of this
+        shape's table of step costs over a window of context sums (`_ContextTable`): pricing a run then costs a
+        slice, not a pass through the layer composition."""
         if ctx_sums is None:
             table = self._table(b, b.decode_ctx_sum + b.decode_seqs * (steps - 1)) if b.decode_seqs else None
             if table is not None:
@@ -355,12 +355,17 @@ class _MixedForm:
 TABLE_ENTRIES = 1 << 20
 
 
+def _compact(value):
+    """`_price` results over an array of contexts: arrays for what varies with the context, floats for the rest."""
+    return value if np.ndim(value) else float(value)
+
+
 def _shape_run(steps: int, total, parts: dict, hidden, with_hidden: bool, compact: bool):
     """decode_run's return value from the (possibly scalar) results of `_price` over a run's contexts."""
     total = np.broadcast_to(total, (steps,)).copy()
     if compact:
-        parts = {k: (parts[k] if np.ndim(parts[k]) else float(parts[k])) for k in PARTS}
-        return (total, parts, hidden if np.ndim(hidden) else float(hidden)) if with_hidden else (total, parts)
+        parts = {k: _compact(parts[k]) for k in PARTS}
+        return (total, parts, _compact(hidden)) if with_hidden else (total, parts)
     parts = {k: np.broadcast_to(parts[k], (steps,)).copy() for k in PARTS}
     hidden = np.broadcast_to(hidden, (steps,)).copy()
     return (total, parts, hidden) if with_hidden else (total, parts)
@@ -385,9 +390,8 @@ class _ContextTable:
         pieces = []
         for lo, hi, (total, parts, hidden) in priced:
             n = hi - lo
-            pieces.append(_ContextTable(lo, hi, np.broadcast_to(total, (n,)),
-                                        {k: (parts[k] if np.ndim(parts[k]) else float(parts[k])) for k in PARTS},
-                                        hidden if np.ndim(hidden) else float(hidden)))
+            pieces.append(_ContextTable(lo, hi, np.broadcast_to(total, (n,)), {k: _compact(parts[k]) for k in PARTS},
+                                        _compact(hidden)))
         if old is not None:
             pieces.append(old)
         pieces.sort(key=lambda t: t.lo)

@@ -80,9 +80,6 @@ class Instance:
         self.fast_forward = fast_forward and self.draft_tokens == 0  # price runs of decode iterations in one event
         if self.draft_tokens and hasattr(policy, "lookahead_tokens"):
             policy.lookahead_tokens = self.draft_tokens
-        # Policies that never admit into a running batch (static, dynamic) need no cut on arrival.
-        self._admits_mid_run = bool(getattr(policy, "admits_mid_run", True))
-        self._joins_next_boundary = getattr(policy, "joins_next_boundary", None)  # finer test, when it has one
         self.hidden_s = 0.0  # communication overlapped by compute (not in the iteration times)
         self.state = "starting"
         self.started_s = float(env.now)   # when it was asked for (billing starts)
@@ -124,7 +121,7 @@ class Instance:
         self.outstanding += 1
         self.policy.add_request(req, self.env.now)
         if self._mode is RUN:
-            if self._admits_mid_run and (self._joins_next_boundary is None or self._joins_next_boundary()):
+            if self.policy.joins_next_boundary():
                 self._cut_run()
         else:
             self._poke()

@@ -17,7 +17,10 @@ class BatchingPolicy(Protocol):
     """Forms iterations for one instance.
 
     `schedule(now)` returns the next batch, a float wake-up time (simulated s, > now) when the policy is
-    deliberately waiting (e.g. for a batch to fill), or None when it has nothing to do. `update_from_output`
+    deliberately waiting (e.g. for a batch to fill), or None when it has nothing to do. `steady_steps(batch)`
+    says how many decode iterations from `batch` on can be priced as one run (0 or 1: step normally);
+    `joins_next_boundary()` whether a request that just arrived during such a run could join at its next
+    iteration boundary (the run is cut there only then). `update_from_output`
     advances every scheduled request by its tokens at time `now` (the end of the iteration) and returns the
     requests that finished. Guarantees: a request is in at most one of `waiting`/`running`; KV blocks are
     allocated through `kv` only, so INV-KV holds.
@@ -29,6 +32,10 @@ class BatchingPolicy(Protocol):
     def add_request(self, req: SimRequest, now: float) -> None: ...
 
     def schedule(self, now: float) -> ScheduledBatch | float | None: ...
+
+    def steady_steps(self, batch: ScheduledBatch) -> int: ...
+
+    def joins_next_boundary(self) -> bool: ...
 
     def update_from_output(self, batch: ScheduledBatch, now: float) -> list[SimRequest]: ...
 

@@ -48,8 +48,6 @@ def length_buckets(reqs: list[SimRequest], max_batch_size: int, max_batch_tokens
 
 
 class DynamicBatching:
-    admits_mid_run = False  # a running batch admits nobody: arrivals never cut its decode runs short
-
     def __init__(self, kv: BlockManager, *, max_batch_size: int = 32, max_batch_tokens: int = 2048,
                  min_batch_size: int = 4, max_wait_s: float = 0.05, adaptive_wait: bool = True,
                  rate_ewma_weight: float = 0.1) -> None:
@@ -102,6 +100,10 @@ class DynamicBatching:
         self.waiting = deque(r for r in self.waiting if r.request_id not in ids)
         self.running = chosen
         return run_to_completion_step(self.running, load_s)
+
+    def joins_next_boundary(self) -> bool:
+        """A running batch admits nobody: arrivals never cut its decode runs short."""
+        return False
 
     def steady_steps(self, batch: ScheduledBatch) -> int:
         """A running request-level batch admits nobody: its decode iterations can be priced at once."""

@@ -33,8 +33,6 @@ def reserve(kv: BlockManager, req: SimRequest) -> float | None:
 
 
 class StaticBatching:
-    admits_mid_run = False  # a running batch admits nobody: arrivals never cut its decode runs short
-
     def __init__(self, kv: BlockManager, *, batch_size: int = 8, timeout_s: float = 0.05) -> None:
         if batch_size < 1:
             raise ValueError('"batch_size" must be >= 1')
@@ -63,6 +61,10 @@ class StaticBatching:
             load_s += got
             self.running.append(self.waiting.popleft())
         return run_to_completion_step(self.running, load_s) if self.running else None
+
+    def joins_next_boundary(self) -> bool:
+        """A running request-level batch admits nobody: arrivals never cut its decode runs short."""
+        return False
 
     def steady_steps(self, batch: ScheduledBatch) -> int:
         """A running request-level batch admits nobody: its decode iterations can be priced at once."""
