@@ -17,6 +17,8 @@ import argparse
 import time
 import tracemalloc
 
+import simpy
+
 from scenarios import build_workload
 from sim.compose import compose_config
 from sim.config import load_run_config
@@ -49,10 +51,23 @@ def main() -> None:
     if args.profile:
         prof.disable()
         prof.dump_stats(args.profile)
+    # The second run (slowed by tracemalloc anyway) also counts the SimPy events scheduled: deterministic, the
+    # same in both runs.
+    events = [0]
+    schedule = simpy.Environment.schedule
+
+    def counting_schedule(env, event, priority=1, delay=0):
+        events[0] += 1
+        return schedule(env, event, priority, delay)
+
+    simpy.Environment.schedule = counting_schedule
     tracemalloc.start()
-    simulate(run, wl)
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
+    try:
+        simulate(run, wl)
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        simpy.Environment.schedule = schedule
     s = res.summary
     n = s["requests"]["arrived"]
     pool = s["pools"]["main"]
@@ -60,8 +75,9 @@ def main() -> None:
           f"{wl.arrival_s[-1]:,.0f} s; {args.instances} x llama3_8b on h100_sxm, continuous batching")
     print(f"busy fraction {pool['busy_fraction']:.2f} · completed {s['requests']['completed']:,} · "
           f"iterations {pool['iterations']:,}")
-    print(f"wall {wall:.2f} s · {n / wall:,.0f} simulated requests/s · {pool['iterations'] / wall:,.0f} iterations/s · "
-          f"peak traced memory {peak / 2**20:,.1f} MiB")
+    print(f"SimPy events {events[0]:,} ({events[0] / n:.2f} per request) · wall {wall:.2f} s · "
+          f"{n / wall:,.0f} simulated requests/s · {events[0] / wall:,.0f} events/s · "
+          f"{pool['iterations'] / wall:,.0f} iterations/s · peak traced memory {peak / 2**20:,.1f} MiB")
     print(f"ratio to peer (Vidur 0.0.26, ~{PEER_REQ_PER_S:.0f} req/s): {n / wall / PEER_REQ_PER_S:,.1f}x · "
           f"to the {TARGET_REQ_PER_S:,.0f} req/s target: {n / wall / TARGET_REQ_PER_S:.2f}")
 

@@ -119,7 +119,13 @@ def _levenberg_marquardt(theta: np.ndarray, r: np.ndarray, t: np.ndarray, w: np.
         jac[:, 0] = launch / pred
         jac[:, 1:] = -(r / denom ** 2 / pred)[:, None] * w * (eff * (1.0 - eff / 2.0))[None, :]
         jtj, grad = jac.T @ jac, jac.T @ res
-        step = np.linalg.solve(jtj + lam * np.diag(np.diag(jtj) + 1e-12), -grad)
+        try:
+            step = np.linalg.solve(jtj + lam * np.diag(np.diag(jtj) + 1e-12), -grad)
+        except np.linalg.LinAlgError:  # collinear points leave jtj singular once the damping has shrunk
+            lam *= 4.0
+            if lam > 1e10:
+                break
+            continue
         trial = theta + step
         trial[0] = min(trial[0], math.log(float(t.max())))  # launch cannot exceed the slowest measurement
         trial[1:] = np.clip(trial[1:], -B_LIMIT, B_LIMIT)

@@ -77,6 +77,8 @@ class Cluster:
         self.all_done = env.event()
         self._due_s = workload.arrival_s + scen.frontend_overhead_s
         self._next_arrival = 0
+        self._n_requests = len(workload)
+        self._wakes: list | None = None  # see _arrive
         self._schedule_arrival()
 
     # -- wiring -----------------------------------------------------------------------------------------------
@@ -109,7 +111,7 @@ class Cluster:
     # -- request flow -----------------------------------------------------------------------------------------
     def _count_done(self) -> None:
         self.finished += 1
-        if self.finished == len(self.workload) and not self.all_done.triggered:
+        if self.finished == self._n_requests and not self.all_done.triggered:
             self.all_done.succeed()
 
     def _reject(self, req: SimRequest, reason: str) -> None:
@@ -117,8 +119,10 @@ class Cluster:
         self.recorder.record(req)
         self._count_done()
 
-    def _on_first_token(self, req: SimRequest) -> None:
-        self.monitors[req.pool].ttft.add(self.env.now, req.first_token_s - req.arrival_s)
+    def _on_first_token(self, req: SimRequest, t_s: float) -> None:
+        """A first token at t_s (now, or the end of the first iteration of a run an instance just planned: the
+        window shows it from t_s on)."""
+        self.monitors[req.pool].ttft.add(t_s, t_s - req.arrival_s, self.env.now)
 
     def _on_leave(self, req: SimRequest) -> None:
         pool = self.pools[req.pool]
@@ -153,7 +157,7 @@ class Cluster:
             if not from_queue:
                 pool.held.append(req)
             return False
-        self.routers[pool.name].route(req, eligible).submit(req)
+        self.routers[pool.name].route(req, eligible).submit(req, self._wakes)
         return True
 
     def _dispatch_held(self, pool: Pool) -> None:
@@ -191,7 +195,7 @@ class Cluster:
         callback admits every request due then and schedules the next (a callback chain, not a process: this
         runs once per request)."""
         i = self._next_arrival
-        if i < len(self.workload):
+        if i < self._n_requests:
             ev = self.env.timeout(max(0.0, float(self._due_s[i]) - self.env.now))
             ev.callbacks.append(self._arrive)
 
@@ -199,8 +203,9 @@ class Cluster:
         wl, now = self.workload, self.env.now
         arrival, prompt, output = wl.arrival_s, wl.prompt_tokens, wl.output_tokens
         cls, prio, hashes, names = wl.request_class, wl.priority, wl.prefix_hashes, wl.class_names
-        due, n = self._due_s, len(wl)
+        due, n = self._due_s, self._n_requests
         i = self._next_arrival
+        self._wakes = []  # idle instances given a request now: they plan once everything due now is in
         while i < n and due[i] <= now:
             req = SimRequest(i, float(arrival[i]), int(prompt[i]), int(output[i]), int(cls[i]), int(prio[i]),
                              None if hashes is None else hashes[i])
@@ -209,6 +214,9 @@ class Cluster:
             self._admit(req, names[int(cls[i])])
             i += 1
         self._next_arrival = i
+        wakes, self._wakes = self._wakes, None
+        for inst in wakes:
+            inst.wake()
         self._schedule_arrival()
 
     def live_requests(self):

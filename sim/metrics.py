@@ -107,14 +107,33 @@ class Sampler:
     def __init__(self, env, cluster, interval_s: float, progress=None) -> None:
         self.env, self.cluster, self.interval_s = env, cluster, interval_s
         self.progress = progress
-        self.ts: dict[str, array] = {k: array("d") for k in TS_COLUMNS}         # one value per interval
-        self.pool_ts: dict[str, list] = {k: [] for k in POOL_COLUMNS}           # one per (interval, pool)
+        self._ts_rows = array("d")          # TS_COLUMNS values, one row per interval, end to end
+        self._pool_rows = array("d")        # POOL_COLUMNS values (the pool as its index), per (interval, pool)
+        self._pool_names = list(cluster.pools)
+        self.last_t_s: float | None = None  # the time of the last sample
         self.cost_usd = 0.0
         self._last_arrived = 0
         self._last_completed = 0
         self._last_busy = {name: 0.0 for name in cluster.pools}
         self.peak_instances: dict[str, int] = {}
         self._process = env.process(self._run())
+
+    def columns(self) -> tuple[dict[str, np.ndarray], dict[str, list]]:
+        """The samples as columns: (TS_COLUMNS -> float64 array per interval, POOL_COLUMNS -> list per
+        (interval, pool): pool names, floats for times and fractions, ints for counts)."""
+        rows = np.frombuffer(self._ts_rows, dtype=np.float64).reshape(-1, len(TS_COLUMNS))
+        ts = {k: rows[:, j].copy() for j, k in enumerate(TS_COLUMNS)}
+        rows = np.frombuffer(self._pool_rows, dtype=np.float64).reshape(-1, len(POOL_COLUMNS))
+        pools = {}
+        for j, k in enumerate(POOL_COLUMNS):
+            col = rows[:, j]
+            if k == "pool":
+                pools[k] = [self._pool_names[int(i)] for i in col]
+            elif k in ("t_s", "kv_utilization", "busy_fraction"):
+                pools[k] = col.tolist()
+            else:
+                pools[k] = col.astype(np.int64).tolist()
+        return ts, pools
 
     def _run(self):
         while True:
@@ -129,7 +148,7 @@ class Sampler:
         busy_all = 0.0
         completed = 0
         n_serving = 0
-        for name, pool in cl.pools.items():
+        for pool_index, (name, pool) in enumerate(cl.pools.items()):
             counts = dict.fromkeys(("starting", "warming", "warm", "active", "draining", "stopped"), 0)
             q, r, u, c, busy = len(pool.held), 0, 0, 0, 0.0
             for i in pool.instances:  # one pass: this runs every sample interval over every instance
@@ -147,10 +166,9 @@ class Sampler:
             busy_frac = (busy - self._last_busy[name]) / (serving * dt) if serving else 0.0
             self._last_busy[name] = busy
             self.cost_usd += live * pool.usd_per_hour * dt / 3600.0
-            row = (t, name, counts["starting"] + counts["warming"], counts["warm"], n_active, counts["draining"],
+            row = (t, pool_index, counts["starting"] + counts["warming"], counts["warm"], n_active, counts["draining"],
                    q, r, u / c if c else 0.0, min(1.0, busy_frac))
-            for col, v in zip(POOL_COLUMNS, row):
-                self.pool_ts[col].append(v)
+            self._pool_rows.extend(row)
             queued, running, active, used, cap = queued + q, running + r, active + n_active, used + u, cap + c
             busy_all += busy_frac * serving
             n_serving += serving
@@ -159,8 +177,8 @@ class Sampler:
         row = (t, cl.arrived - self._last_arrived, completed - self._last_completed, queued, running, active,
                used / cap if cap else 0.0, min(1.0, busy_all / n_serving) if n_serving else 0.0, self.cost_usd,
                cl.overload.level)
-        for col, v in zip(TS_COLUMNS, row):
-            self.ts[col].append(v)
+        self._ts_rows.extend(row)
+        self.last_t_s = t
         self._last_arrived, self._last_completed = cl.arrived, completed
         if self.progress is not None:
             self.progress(t)

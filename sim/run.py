@@ -75,8 +75,8 @@ def simulate(run: RunConfig, workload: Workload, progress=None) -> SimResult:
     if len(workload):
         env.run(until=env.any_of([cluster.all_done, env.timeout(horizon_s)]))
     end_s = env.now
-    last_t = sampler.ts["t_s"][-1] if sampler.ts["t_s"] else 0.0
-    if last_t < end_s or not sampler.ts["t_s"]:
+    last_t = sampler.last_t_s if sampler.last_t_s is not None else 0.0
+    if last_t < end_s or sampler.last_t_s is None:
         partial = end_s - last_t
         if partial > 0:
             saved, sampler.interval_s = sampler.interval_s, partial
@@ -90,7 +90,7 @@ def simulate(run: RunConfig, workload: Workload, progress=None) -> SimResult:
     summary["wall_time_s"] = round(time.perf_counter() - wall0, 3)
     if progress is not None:
         progress(1.0)
-    return SimResult(cols, sampler.ts, sampler.pool_ts, summary)
+    return SimResult(cols, *sampler.columns(), summary)
 
 
 def nan_to_none(x):

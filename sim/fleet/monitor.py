@@ -1,42 +1,64 @@
 """Windowed measurements that autoscalers and the overload ladder act on (what an operator's metrics show)."""
 from __future__ import annotations
 
+import math
 from collections import deque
 
 import numpy as np
 
 
 class Window:
-    """Values with timestamps, kept for the last `window_s` seconds."""
+    """Values with timestamps, kept for the last `window_s` seconds. A value may be added ahead of its time (a
+    first token at the end of an iteration already planned): readers at `now_s` see only values stamped up to
+    `now_s`. Adding is an append (it runs for every request); old values are dropped when the window is read, and
+    every TRIM_EVERY adds so that memory stays bounded when nobody reads it."""
+
+    TRIM_EVERY = 1024
 
     def __init__(self, window_s: float) -> None:
         if not window_s > 0:
             raise ValueError('"window_s" must be > 0')
         self.window_s = window_s
         self._items: deque[tuple[float, float]] = deque()
+        self._ahead_s = -math.inf  # the latest stamp added ahead of its time (-inf: none, stamps in order)
+        self._adds = 0
 
-    def add(self, t_s: float, value: float) -> None:
-        items = self._items
-        items.append((t_s, value))
-        if items[0][0] < t_s - self.window_s:  # keep memory bounded when nobody reads the window
-            self._trim(t_s)
+    def add(self, t_s: float, value: float, now_s: float | None = None) -> None:
+        """Add `value` stamped t_s, at simulated time `now_s` (default t_s; earlier for a value added ahead)."""
+        self._items.append((t_s, value))
+        if now_s is not None and t_s > self._ahead_s:
+            self._ahead_s = t_s
+        self._adds += 1
+        if not self._adds % self.TRIM_EVERY:
+            self._trim(t_s if now_s is None else now_s)
 
     def _trim(self, now_s: float) -> None:
+        """Drop values older than the window. Stamps are nearly in order (ahead by at most one iteration): this
+        drops from the oldest end, and readers filter the rest."""
         cut = now_s - self.window_s
         items = self._items
         while items and items[0][0] < cut:
             items.popleft()
 
-    def count(self, now_s: float) -> int:
+    def _values(self, now_s: float) -> list[float]:
         self._trim(now_s)
-        return len(self._items)
+        if self._ahead_s == -math.inf:  # stamps in order: everything left is in the window
+            return [v for _, v in self._items]
+        cut = now_s - self.window_s
+        return [v for t, v in self._items if cut <= t <= now_s]
+
+    def count(self, now_s: float) -> int:
+        if self._ahead_s == -math.inf:
+            self._trim(now_s)
+            return len(self._items)
+        return len(self._values(now_s))
 
     def percentile(self, now_s: float, q: float) -> float:
         """The q-th percentile of the values in the window; NaN when it is empty."""
-        self._trim(now_s)
-        if not self._items:
+        values = self._values(now_s)
+        if not values:
             return float("nan")
-        return float(np.percentile(np.fromiter((v for _, v in self._items), float, len(self._items)), q))
+        return float(np.percentile(np.asarray(values, dtype=float), q))
 
 
 class PoolMonitor:

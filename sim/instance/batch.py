@@ -15,13 +15,21 @@ class ScheduledBatch:
 
     __slots__ = ("items", "shape", "load_s")
 
-    def __init__(self, items: list[tuple[SimRequest, int]], load_s: float = 0.0) -> None:
+    def __init__(self, items: list[tuple[SimRequest, int]], load_s: float = 0.0, shape: BatchShape | None = None) -> None:
         self.items = items
-        self.shape = shape_of(items)
+        self.shape = shape_of(items) if shape is None else shape  # (given when the requests are not there yet)
         self.load_s = load_s  # seconds spent loading second-tier prefix KV before this iteration can run
 
     def __len__(self) -> int:
         return len(self.items)
+
+
+def decodes_after(batch: ScheduledBatch) -> ScheduledBatch:
+    """The iteration after `batch` when every member decodes next (its prefills finish in `batch`): members with
+    one token each, priced at the contexts they will have then (their requests are not advanced yet)."""
+    n = len(batch.items)
+    ctx = sum(req.num_computed_tokens + k for req, k in batch.items) + n
+    return ScheduledBatch([(req, 1) for req, _ in batch.items], 0.0, BatchShape(0, 0, 0, 0, 0, n, ctx, n))
 
 
 def shape_of(items: list[tuple[SimRequest, int]]) -> BatchShape:

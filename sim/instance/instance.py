@@ -11,7 +11,7 @@ import numpy as np
 import simpy
 
 from sim.cost.base import PARTS, CostModel, StepCost
-from sim.instance.batch import ScheduledBatch
+from sim.instance.batch import ScheduledBatch, decodes_after
 from sim.instance.batching import BatchingPolicy
 from sim.instance.batching.base import accept_tokens, bulk_decode
 from sim.instance.kv_cache import BlockManager
@@ -22,14 +22,18 @@ IDLE, WAKE, TIMER, STEP, RUN, APPLY = "idle", "wake", "timer", "step", "run", "a
 
 
 class _Run:
-    """A run of decode iterations in flight: `ends[j]` is the end of its iteration j (absolute simulated s);
-    `m` iterations are taken (fewer than planned when an arrival cut it short)."""
+    """A run of iterations in flight: `ends[j]` is the end of its iteration j (absolute simulated s); `m`
+    iterations are taken (fewer than planned when an arrival cut it short). Its decode iterations are `batch`,
+    priced by the run (`parts`, `hidden`: per-step arrays or constants); with a `head` (a batch and its StepCost),
+    iteration 0 is that batch, whose prefills finish there, and the decodes follow it."""
 
-    __slots__ = ("batch", "start_s", "ends", "parts", "hidden", "m")
+    __slots__ = ("batch", "start_s", "ends", "parts", "hidden", "m", "head")
 
-    def __init__(self, batch: ScheduledBatch, start_s: float, ends: np.ndarray, parts: dict, hidden) -> None:
+    def __init__(self, batch: ScheduledBatch, start_s: float, ends: np.ndarray, parts: dict, hidden,
+                 head: tuple[ScheduledBatch, StepCost] | None) -> None:
         self.batch, self.start_s, self.ends, self.parts, self.hidden = batch, start_s, ends, parts, hidden
         self.m = len(ends)
+        self.head = head
 
 
 def _run_parts(parts: dict, m: int, busy_s: float) -> dict:
@@ -58,7 +62,8 @@ class Instance:
     Lifecycle: `starting` (cold start: provisioning, weight loading, warm-up; takes no requests) -> `active`
     (routers see it) -> `draining` (finishes what it holds, takes nothing new) -> `stopped` (billing ends).
     `on_finish(req)` is called for each request that leaves the instance (completed, or handed off to a decode
-    pool after its prefill), `on_first_token(req)` when a request emits its first token, `on_stopped(inst)` when a
+    pool after its prefill), `on_first_token(req, t_s)` when a request emits its first token (at t_s: now, or the end
+    of the first iteration of a run just planned), `on_stopped(inst)` when a
     draining instance has emptied. Counters (`busy_s`, `parts_s`, `iterations`) feed the metrics; `outstanding`
     (waiting + running) feeds the routers.
     """
@@ -116,15 +121,29 @@ class Instance:
         if self.on_stopped is not None:
             self.on_stopped(self)
 
-    def submit(self, req: SimRequest) -> None:
-        req.pool, req.instance, req.enqueued_s = self.pool, self.index, float(self.env.now)
+    def submit(self, req: SimRequest, wakes: list | None = None) -> None:
+        """Take `req`. An idle instance re-plans after the events due now (a zero-delay wake-up event), or, with
+        `wakes`, is appended there for the caller to `wake()` once it has submitted everything due now (the
+        arrival callback: simultaneous arrivals still batch, at one event less per request)."""
+        now = self.env.now
+        req.pool, req.instance, req.enqueued_s = self.pool, self.index, float(now)
         self.outstanding += 1
-        self.policy.add_request(req, self.env.now)
-        if self._mode is RUN:
+        self.policy.add_request(req, now)
+        mode = self._mode
+        if mode is RUN:
             if self.policy.joins_next_boundary():
                 self._cut_run()
+        elif wakes is not None and (mode is IDLE or mode is TIMER) and self._can_plan():
+            self._pending, self._mode = None, WAKE
+            wakes.append(self)
         else:
             self._poke()
+
+    def wake(self) -> None:
+        """Plan now (an instance `submit` put on a wake-up list)."""
+        if self._mode is WAKE and self._pending is None:
+            self._mode = APPLY
+            self._next()
 
     # -- events -----------------------------------------------------------------------------------------------
     def _at(self, delay_s: float, mode: str) -> None:
@@ -132,11 +151,13 @@ class Instance:
         ev.callbacks.append(self._on_event)
         self._pending, self._mode = ev, mode
 
+    def _can_plan(self) -> bool:
+        return self.state != "starting" and self.state != "stopped"
+
     def _poke(self) -> None:
         """Re-plan at the current time, after the events already due now (so that simultaneous arrivals batch)."""
-        if self._mode is IDLE or self._mode is TIMER:
-            if self.state != "starting" and self.state != "stopped":
-                self._at(0.0, WAKE)
+        if (self._mode is IDLE or self._mode is TIMER) and self._can_plan():
+            self._at(0.0, WAKE)
 
     def _on_event(self, ev: simpy.Event) -> None:
         if ev is not self._pending:
@@ -180,13 +201,29 @@ class Instance:
         self._apply(batch)
 
     def _start_run(self, batch: ScheduledBatch, steps: int) -> None:
-        """Price `steps` identical-membership decode iterations at once (exactly what stepping one by one gives:
-        the ends are the same sequential sums)."""
-        totals, parts, hidden = self.cost.decode_run(batch.shape, steps, with_hidden=True, compact=True)
+        """Price `steps` iterations at once, decodes of the same members from the second on (the first may finish
+        prefills): exactly what stepping one by one gives, the ends being the same sequential sums. A request
+        whose first token comes at the end of the first iteration is announced now, stamped with that time."""
         start = float(self.env.now)
-        totals[0] += start
+        head = None
+        if batch.shape.prefill_seqs:
+            cost = self.cost.step_cost(batch.shape)
+            head = (batch, cost)
+            batch = decodes_after(batch)
+            rest, parts, hidden = self.cost.decode_run(batch.shape, steps - 1, with_hidden=True, compact=True)
+            totals = np.empty(steps)
+            totals[0] = start + cost.total_s
+            totals[1:] = rest
+            if self.on_first_token is not None:
+                t_s = float(totals[0])
+                for req, _ in head[0].items:
+                    if req.num_output_tokens == 0:
+                        self.on_first_token(req, t_s)
+        else:
+            totals, parts, hidden = self.cost.decode_run(batch.shape, steps, with_hidden=True, compact=True)
+            totals[0] += start
         ends = np.add.accumulate(totals, out=totals)  # sequential: ((start + t0) + t1) + ..., as stepping adds
-        self._run = _Run(batch, start, ends, parts, hidden)
+        self._run = _Run(batch, start, ends, parts, hidden, head)
         self._at(float(ends[-1]) - start, RUN)
 
     def _cut_run(self) -> None:
@@ -201,12 +238,30 @@ class Instance:
 
     def _end_run(self) -> None:
         run, self._run = self._run, None
-        m, batch = run.m, run.batch
-        bulk_decode(batch.items, m - 1, self.kv)
-        busy_s = float(run.ends[m - 1]) - run.start_s
-        self._account(run.start_s, busy_s, m, _run_parts(run.parts, m, busy_s))
+        m, batch, start_s = run.m, run.batch, run.start_s
+        busy_s = float(run.ends[m - 1]) - start_s
+        if run.head is None:
+            n, parts, hidden_s = m, None, 0.0
+        else:
+            head, cost = run.head
+            if m == 1:
+                self._account(start_s, busy_s, 1, cost.parts)
+                self.hidden_s += cost.hidden_s
+                self._apply(head, announced=True)
+                return
+            end0 = float(run.ends[0])
+            self.policy.update_from_output(head, end0)  # (nobody finishes there: the run was planned so)
+            n, parts, hidden_s = m - 1, cost.parts, cost.hidden_s
+            start_s = end0
+        # n decode iterations of `batch` from start_s on
+        bulk_decode(batch.items, n - 1, self.kv)
+        run_s = float(run.ends[m - 1]) - start_s
+        decode_parts = _run_parts(run.parts, n, run_s)
+        if parts is not None:
+            decode_parts = {k: v + parts[k] for k, v in decode_parts.items()}
+        self._account(run.start_s, busy_s, m, decode_parts)
         hidden = run.hidden
-        self.hidden_s += float(hidden[:m].sum()) if isinstance(hidden, np.ndarray) else hidden * m
+        self.hidden_s += hidden_s + (float(hidden[:n].sum()) if isinstance(hidden, np.ndarray) else hidden * n)
         self._apply(batch)
 
     # -- bookkeeping ------------------------------------------------------------------------------------------
@@ -237,15 +292,16 @@ class Instance:
                 done.append(req)
         return done
 
-    def _apply(self, batch: ScheduledBatch) -> None:
+    def _apply(self, batch: ScheduledBatch, announced: bool = False) -> None:
+        """Apply an iteration that ended now; `announced`: its first tokens were already announced."""
         now = self.env.now
         finished = self.policy.update_from_output(batch, now)
         if self.draft_tokens:
             finished += self._accept_drafts(batch, now)
-        if self.on_first_token is not None:
+        if self.on_first_token is not None and not announced:
             for req, _ in batch.items:
                 if req.num_output_tokens == 1 and req.first_token_s == now:
-                    self.on_first_token(req)
+                    self.on_first_token(req, now)
         self.outstanding -= len(finished)
         for req in finished:
             self.on_finish(req)

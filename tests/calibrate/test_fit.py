@@ -97,3 +97,12 @@ def test_any_data_gives_a_curve_the_profile_accepts(tmp_path_factory, points):
     write_profile(path, rows, {"hardware": "hw", "device": "d", "date": "today",
                                "peaks": {"flops_per_s": {"bf16": 1e12}, "mem_bytes_per_s": 1e11}})
     assert load_profile(path).curve("gemm", "bf16") == curve
+
+
+def test_identical_points_fit_without_a_singular_step():
+    """Repeated measurements of one shape (hypothesis found it): the damped step must not fail on a singular
+    normal matrix, and the curve goes through the points."""
+    r = np.full(3, 0.0625)
+    t = r + 1e-6
+    curve = fit_curve(r, t)
+    assert curve.time_s(0.0625) == pytest.approx(0.0625 + 1e-6, rel=1e-3)

@@ -49,3 +49,16 @@ def test_fast_forward_past_blocked_admissions_equals_stepping(extra):
     np.testing.assert_allclose(fast.requests["first_token_s"], slow.requests["first_token_s"], rtol=0, atol=1e-9)
     assert list(fast.requests["preemptions"]) == list(slow.requests["preemptions"])
     assert fast.summary["pools"]["main"]["iterations"] == slow.summary["pools"]["main"]["iterations"]
+
+
+def test_simultaneous_arrivals_at_an_idle_instance_share_its_first_iteration():
+    """Requests due at the same time reach an idle instance before it plans: one iteration prefills them all
+    (continuous batching), so their first tokens come together."""
+    from scenarios.workload import Workload
+    wl = Workload.from_columns(np.array([1.0, 1.0, 1.0, 5.0]), np.array([100, 200, 300, 100]),
+                               np.array([20, 20, 20, 20]))
+    for ff in ("true", "false"):
+        res = simulate(run_config("scenario.pools.main.instances=1", f"fast_forward={ff}"), wl)
+        first = res.requests["first_token_s"]
+        assert first[0] == first[1] == first[2] > 1.0, ff
+        assert res.summary["pools"]["main"]["iterations"] == 20 + 20, ff  # 1 prefill + 19 decodes, twice

@@ -92,21 +92,30 @@ def unmatch_prefix(kv: BlockManager, req: SimRequest) -> None:
 
 
 def steady_decode_steps(batch: ScheduledBatch, kv: BlockManager) -> int:
-    """How many iterations, starting with `batch`, repeat the same decode-only membership with no finish before
-    the last of them and with KV growth that fits the free blocks (so no eviction or preemption can occur):
-    the run an instance may price in one event. 0 or 1 means step normally. The caller guarantees that nothing
-    can join in between (no admissible waiting request) until it is interrupted by an arrival."""
+    """How many iterations, starting with `batch`, can be priced as one run: from the second on, the same
+    decode-only membership, with no finish before the last of them and with KV growth that fits the free blocks
+    (so no eviction or preemption can occur). The first may also finish prefills (a whole prompt, or the recompute
+    of a preempted request) whose requests then decode with the rest: the common life of a request that arrives
+    at an idle instance, one event instead of two. Not when a prefill publishes prefix-cache blocks or hands the
+    request to another pool after its first token (both act at that step's end), nor after a second-tier load.
+    0 or 1 means step normally. The caller guarantees that nothing can join in between until an arrival cuts
+    the run short."""
     items = batch.items
-    if batch.shape.prefill_seqs or batch.load_s:
+    if batch.load_s:
         return 0
+    if batch.shape.prefill_seqs:
+        for req, n in items:
+            if (req.num_computed_tokens + n != req.prompt_tokens + req.num_output_tokens
+                    or req.prefix_hashes is not None or req.handoff):
+                return 0
     steps = min(req.output_tokens - req.num_output_tokens for req, _ in items)
     if steps < 2:
         return 0
     free = kv.free_blocks
     while steps >= 2:
-        # KV after `steps` iterations: each request holds tokens up to num_computed + steps.
-        need = sum(kv._own_blocks_for(req.request_id, req.num_computed_tokens + steps) - kv.held(req.request_id)
-                   for req, _ in items)
+        # KV after `steps` iterations: each request holds its tokens after the first (c + n) plus steps - 1.
+        need = sum(kv._own_blocks_for(req.request_id, req.num_computed_tokens + n + steps - 1)
+                   - kv.held(req.request_id) for req, n in items)
         if need <= free:
             return steps
         steps //= 2

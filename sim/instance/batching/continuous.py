@@ -90,8 +90,10 @@ class ContinuousBatching:
         request this iteration's admission stopped at stays out for the whole run: the budget left after the
         decodes is the same at every step, free KV only shrinks, and the prefix cache does not change (nothing is
         published or evicted while decodes grow into free blocks); after a preemption admission was not tried,
-        so the next iteration is stepped."""
-        if self.waiting and len(self.running) < self.max_num_seqs and not self._admission_tried:
+        so the next iteration is stepped. A first iteration with prefills is folded into the run only when
+        nobody waits: the budget its prefills take is free again at the next boundary."""
+        if self.waiting and (batch.shape.prefill_seqs or
+                             (len(self.running) < self.max_num_seqs and not self._admission_tried)):
             return 0
         if len(batch.items) != len(self.running):
             return 0
