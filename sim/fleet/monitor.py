@@ -1,7 +1,6 @@
 """Windowed measurements that autoscalers and the overload ladder act on (what an operator's metrics show)."""
 from __future__ import annotations
 
-import math
 from collections import deque
 
 import numpy as np
@@ -20,14 +19,14 @@ class Window:
             raise ValueError('"window_s" must be > 0')
         self.window_s = window_s
         self._items: deque[tuple[float, float]] = deque()
-        self._ahead_s = -math.inf  # the latest stamp added ahead of its time (-inf: none, stamps in order)
+        self._in_order = True  # no value was added ahead of its time: everything trimming leaves is in the window
         self._adds = 0
 
     def add(self, t_s: float, value: float, now_s: float | None = None) -> None:
         """Add `value` stamped t_s, at simulated time `now_s` (default t_s; earlier for a value added ahead)."""
         self._items.append((t_s, value))
-        if now_s is not None and t_s > self._ahead_s:
-            self._ahead_s = t_s
+        if now_s is not None and t_s > now_s:
+            self._in_order = False
         self._adds += 1
         if not self._adds % self.TRIM_EVERY:
             self._trim(t_s if now_s is None else now_s)
@@ -42,15 +41,12 @@ class Window:
 
     def _values(self, now_s: float) -> list[float]:
         self._trim(now_s)
-        if self._ahead_s == -math.inf:  # stamps in order: everything left is in the window
+        if self._in_order:
             return [v for _, v in self._items]
         cut = now_s - self.window_s
         return [v for t, v in self._items if cut <= t <= now_s]
 
     def count(self, now_s: float) -> int:
-        if self._ahead_s == -math.inf:
-            self._trim(now_s)
-            return len(self._items)
         return len(self._values(now_s))
 
     def percentile(self, now_s: float, q: float) -> float:

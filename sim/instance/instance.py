@@ -196,9 +196,14 @@ class Instance:
     def _end_step(self) -> None:
         batch, start, cost = self._step
         self._step = None
+        self._apply_step(batch, start, cost.total_s, cost)
+
+    def _apply_step(self, batch: ScheduledBatch, start_s: float, busy_s: float, cost: StepCost,
+                    announced: bool = False) -> None:
+        """Account and apply one iteration (a step, or a run cut after its first iteration)."""
         self.hidden_s += cost.hidden_s
-        self._account(start, cost.total_s, 1, cost.parts)
-        self._apply(batch)
+        self._account(start_s, busy_s, 1, cost.parts)
+        self._apply(batch, announced)
 
     def _start_run(self, batch: ScheduledBatch, steps: int) -> None:
         """Price `steps` iterations at once, decodes of the same members from the second on (the first may finish
@@ -209,16 +214,16 @@ class Instance:
         if batch.shape.prefill_seqs:
             cost = self.cost.step_cost(batch.shape)
             head = (batch, cost)
+            end0 = start + cost.total_s
+            if self.on_first_token is not None:
+                for req, _ in batch.items:
+                    if req.num_output_tokens == 0:
+                        self.on_first_token(req, end0)
             batch = decodes_after(batch)
             rest, parts, hidden = self.cost.decode_run(batch.shape, steps - 1, with_hidden=True, compact=True)
             totals = np.empty(steps)
-            totals[0] = start + cost.total_s
+            totals[0] = end0
             totals[1:] = rest
-            if self.on_first_token is not None:
-                t_s = float(totals[0])
-                for req, _ in head[0].items:
-                    if req.num_output_tokens == 0:
-                        self.on_first_token(req, t_s)
         else:
             totals, parts, hidden = self.cost.decode_run(batch.shape, steps, with_hidden=True, compact=True)
             totals[0] += start
@@ -240,28 +245,24 @@ class Instance:
         run, self._run = self._run, None
         m, batch, start_s = run.m, run.batch, run.start_s
         busy_s = float(run.ends[m - 1]) - start_s
-        if run.head is None:
-            n, parts, hidden_s = m, None, 0.0
-        else:
-            head, cost = run.head
+        head_cost = None
+        if run.head is not None:
+            head, head_cost = run.head
             if m == 1:
-                self._account(start_s, busy_s, 1, cost.parts)
-                self.hidden_s += cost.hidden_s
-                self._apply(head, announced=True)
+                self._apply_step(head, start_s, busy_s, head_cost, announced=True)
                 return
-            end0 = float(run.ends[0])
-            self.policy.update_from_output(head, end0)  # (nobody finishes there: the run was planned so)
-            n, parts, hidden_s = m - 1, cost.parts, cost.hidden_s
-            start_s = end0
-        # n decode iterations of `batch` from start_s on
+            start_s = float(run.ends[0])
+            self.policy.update_from_output(head, start_s)  # (nobody finishes there: the run was planned so)
+        n = m if head_cost is None else m - 1  # decode iterations of `batch`, from start_s on
         bulk_decode(batch.items, n - 1, self.kv)
-        run_s = float(run.ends[m - 1]) - start_s
-        decode_parts = _run_parts(run.parts, n, run_s)
-        if parts is not None:
-            decode_parts = {k: v + parts[k] for k, v in decode_parts.items()}
-        self._account(run.start_s, busy_s, m, decode_parts)
+        parts = _run_parts(run.parts, n, float(run.ends[m - 1]) - start_s)
         hidden = run.hidden
-        self.hidden_s += hidden_s + (float(hidden[:n].sum()) if isinstance(hidden, np.ndarray) else hidden * n)
+        hidden_s = float(hidden[:n].sum()) if isinstance(hidden, np.ndarray) else hidden * n
+        if head_cost is not None:
+            parts = {k: v + head_cost.parts[k] for k, v in parts.items()}
+            hidden_s += head_cost.hidden_s
+        self._account(run.start_s, busy_s, m, parts)
+        self.hidden_s += hidden_s
         self._apply(batch)
 
     # -- bookkeeping ------------------------------------------------------------------------------------------
