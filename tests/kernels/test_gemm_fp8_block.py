@@ -2,14 +2,15 @@
 import pytest
 import torch
 
-from kernels.common import relative_error
+from kernels.common import bf16_store_rounding, relative_error
 from kernels.gemm_fp8_block import gemm_fp8_block, reference_gemm_fp8_block
 from kernels.quant import quantize_fp8_block128_act, quantize_fp8_block128_weight
 
 # The fp8 products are exact in fp32 and each 128-term partial sum is accumulated in fp32 (error ~1e-6); the only
-# real error is rounding C to bf16, at most 2^-8 = 3.9e-3 relative per element, so ||C - ref|| / ||ref|| <= 3.9e-3.
-# A wrong scale, a dropped K tile or an unwritten (NaN) element each gives an error of order 1.
-TOL = 5e-3
+# real error is storing C as bf16, at most `bf16_store_rounding()` relative per element (2^-8 on a GPU, 2^-7 under
+# the truncating interpreter), so ||C - ref|| / ||ref|| stays below it. A wrong scale, a dropped K tile or an
+# unwritten (NaN) element each gives an error of order 1.
+TOL = 1.28 * bf16_store_rounding()
 
 
 def _operands(m, n, k, gen):

@@ -2,14 +2,15 @@
 import pytest
 import torch
 
-from kernels.common import relative_error
+from kernels.common import bf16_store_rounding, relative_error
 from kernels.gemm_int4_wo import gemm_int4_wo, reference_gemm_int4_wo
 from kernels.quant import quantize_int4_wo
 
 # x is exact bf16 and the codes minus zero are small integers, exact in any float type; products accumulate in
 # fp32 and the group scale multiplies each fp32 partial, so the only sizeable error is rounding Y to bf16
-# (<= 2^-8 = 3.9e-3 relative per element, also when split-K partials are summed in fp32 first).
-TOL = 5e-3
+# (`bf16_store_rounding()` relative per element: 2^-8 on a GPU, 2^-7 under the truncating interpreter; also when
+# split-K partials are summed in fp32 first).
+TOL = 1.28 * bf16_store_rounding()
 
 
 # decode-sized and odd sizes (odd K leaves half a byte), symmetric and asymmetric, with and without split-K

@@ -2,13 +2,14 @@
 import pytest
 import torch
 
-from kernels.common import relative_error
+from kernels.common import bf16_store_rounding, relative_error
 from kernels.gemm_int8 import gemm_int8, reference_gemm_int8
 from kernels.quant import quantize_int8_per_channel, quantize_int8_per_token
 
-# int32 accumulation is exact; the epilogue scales in fp32 (~1e-7) and rounds to bf16 (<= 2^-8 = 3.9e-3 relative
-# per element), so the norm ratio stays under 3.9e-3; a wrong scale or missed tile is an O(1) error.
-TOL = 5e-3
+# int32 accumulation is exact; the epilogue scales in fp32 (~1e-7) and stores bf16 (`bf16_store_rounding()`
+# relative per element: 2^-8 on a GPU, 2^-7 under the truncating interpreter), so the norm ratio stays under it; a
+# wrong scale or missed tile is an O(1) error.
+TOL = 1.28 * bf16_store_rounding()
 
 
 def _operands(m, n, k, gen):

@@ -2,15 +2,16 @@
 import pytest
 import torch
 
-from kernels.common import relative_error
+from kernels.common import bf16_store_rounding, relative_error
 from kernels.moe_grouped import (moe_grouped_gemm, moe_grouped_gemm_fp8_block, reference_moe_grouped_gemm,
                                  sort_tokens_by_expert)
 from kernels.quant import quantize_fp8_block128_act, quantize_fp8_block128_weight
 
 # bf16 operands are exact in the fp32 dot, fp8 products are exact and promoted in fp32 per 128-wide group; the
-# error is rounding the output to bf16, <= 2^-8 = 3.9e-3 relative per element. A row given the wrong expert's
-# weights, or left unwritten (NaN), is an O(1) error.
-TOL = 5e-3
+# error is storing the output as bf16, `bf16_store_rounding()` relative per element (2^-8 on a GPU, 2^-7 under the
+# truncating interpreter, where a 1-token case once measured 5.2e-3). A row given the wrong expert's weights, or
+# left unwritten (NaN), is an O(1) error.
+TOL = 1.28 * bf16_store_rounding()
 
 
 def _routing(num_tokens, top_k, num_experts, gen, skew=False):
