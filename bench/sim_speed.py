@@ -7,7 +7,8 @@ analytical cost model). The defaults give about 46,000 requests at a load where 
 their time in iterations (the run prints the measured busy fraction). Timing and memory are measured in two
 separate runs of the same workload (tracemalloc slows Python down). The ratio to the peer figure (Vidur 0.0.26:
 400-460 simulated requests per wall-second on this machine kind, comparable 40,000-request, 4-replica workload)
-and to the 50,000 req/s target are computed from this run's measurement.
+and to the 50,000 req/s target are computed from this run's measurement. The first line says whether the
+simulator ran compiled (mypyc, the default install) or interpreted (INFERPLAN_PURE_PYTHON=1 compares).
 
     python bench/sim_speed.py [--rate-factor 0.6] [--copies 4] [--instances 8] [--profile out.prof]
 """
@@ -19,6 +20,7 @@ import tracemalloc
 
 import simpy
 
+import sim
 from scenarios import build_workload
 from sim.compose import compose_config
 from sim.config import load_run_config
@@ -72,7 +74,8 @@ def main() -> None:
     n = s["requests"]["arrived"]
     pool = s["pools"]["main"]
     print(f"workload: Azure conv, {args.copies} copies at x{args.rate_factor:g} rate = {n:,} requests over "
-          f"{wl.arrival_s[-1]:,.0f} s; {args.instances} x llama3_8b on h100_sxm, continuous batching")
+          f"{wl.arrival_s[-1]:,.0f} s; {args.instances} x llama3_8b on h100_sxm, continuous batching; "
+          f"simulator {sim.BUILD}")
     print(f"busy fraction {pool['busy_fraction']:.2f} · completed {s['requests']['completed']:,} · "
           f"iterations {pool['iterations']:,}")
     print(f"SimPy events {events[0]:,} ({events[0] / n:.2f} per request) · wall {wall:.2f} s · "

@@ -6,3 +6,6 @@ scenarios.Workload -> cluster -> fleet (pools, autoscalers) -> router -> instanc
 calibrate profile -> metrics -> results folder (docs/results.md). Beside the core: `validate/` (replay a measured
 log), `plan/` and `sweep/` (many runs, the cheapest fleet).
 """
+from sim.compiled import install_guard
+
+BUILD = install_guard()  # compiled (mypyc) or interpreted, and why: before any compiled module is imported

@@ -140,6 +140,7 @@ class Cluster:
         self._dispatch_held(pool)
 
     def _handoff(self, req: SimRequest, prefill: Pool):
+        assert prefill.cfg.decode_pool is not None
         decode = self.pools[prefill.cfg.decode_pool]
         self.in_transit[req.request_id] = req
         yield self.env.timeout(kv_handoff_s(prefill.pricing, decode.pricing, req.num_computed_tokens))
@@ -178,6 +179,7 @@ class Cluster:
         self.monitors[name].arrivals.add(now, 1.0)
         limit = pool.max_request_tokens
         if pool.cfg.role == "prefill":
+            assert pool.cfg.decode_pool is not None  # (config validation: a prefill pool names its decode pool)
             limit = min(limit, self.pools[pool.cfg.decode_pool].max_request_tokens)
         if req.total_tokens > limit:
             return self._reject(req, "too_long")

@@ -166,9 +166,8 @@ class Sampler:
             busy_frac = (busy - self._last_busy[name]) / (serving * dt) if serving else 0.0
             self._last_busy[name] = busy
             self.cost_usd += live * pool.usd_per_hour * dt / 3600.0
-            row = (t, pool_index, counts["starting"] + counts["warming"], counts["warm"], n_active, counts["draining"],
-                   q, r, u / c if c else 0.0, min(1.0, busy_frac))
-            self._pool_rows.extend(row)
+            self._pool_rows.extend((t, pool_index, counts["starting"] + counts["warming"], counts["warm"], n_active,
+                                    counts["draining"], q, r, u / c if c else 0.0, min(1.0, busy_frac)))
             queued, running, active, used, cap = queued + q, running + r, active + n_active, used + u, cap + c
             busy_all += busy_frac * serving
             n_serving += serving

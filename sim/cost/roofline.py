@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
+from typing import Any
 
 import numpy as np
 
@@ -139,7 +140,7 @@ class LayeredCostModel:
         return main, drafts, fd * g, head_rows, rank_tokens
 
     @staticmethod
-    def _overlapped(lc: LayerCost, u: int) -> tuple[dict, object]:
+    def _overlapped(lc: LayerCost, u: int) -> tuple[dict, Any]:
         """One layer's parts for u pieces: compute in full; `communication` = the exposed communication (all of
         it without overlap; max(2c, 2x) - 2c with two micro-batches) plus the host fetches; and the once-per-pass
         fill min(c, x) of the overlap (0 without)."""
@@ -207,6 +208,7 @@ class LayeredCostModel:
                 slower = t > best[0]
                 best = (_where(slower, t, best[0]), {k: _where(slower, parts[k], best[1][k]) for k in parts},
                         _where(slower, hidden, best[2]), max(launches, best[3]))
+        assert best is not None  # (a layout has at least one stage)
         _, parts, hidden, launches = best
         slots = mb + (dep.pp - 1 if dep.pp_bubble else 0)
         send = self.links.pp_send_s(main.tokens * u * self.m.hidden_size * 2.0)
@@ -257,13 +259,13 @@ class LayeredCostModel:
         sum) when its time is affine in the per-layer decode attention (`_MixedForm`): only the decode attention
         is priced anew. None when the shape is known to have no such form (the caller prices it in full)."""
         key = b[:6] + b[7:]  # the shape without its context sum (a plain tuple: `_replace` is slow here)
-        form = self._forms.get(key, False)
-        if form is False:
+        if key not in self._forms:
             total, parts, hidden, form = self._price(b, float(b.decode_ctx_sum), form=True)
             if len(self._forms) > 100_000:
                 self._forms.clear()
             self._forms[key] = form
             return StepCost(total_s=float(total), parts={k: float(parts[k]) for k in PARTS}, hidden_s=float(hidden))
+        form = self._forms[key]
         return None if form is None else form.at(float(b.decode_ctx_sum))
 
     def decode_run(self, b: BatchShape, steps: int, ctx_sums=None, with_hidden: bool = False, compact: bool = False):

@@ -7,6 +7,7 @@ active instances, so no request in flight is ever dropped.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 
 import simpy
 import yaml
@@ -190,4 +191,4 @@ class Pool:
         if self.on_capacity is not None:
             self.on_capacity(self)
 
-    on_capacity = None
+    on_capacity: Callable[[Pool], None] | None = None

@@ -194,6 +194,7 @@ class Instance:
         self._at(cost.total_s, STEP)
 
     def _end_step(self) -> None:
+        assert self._step is not None
         batch, start, cost = self._step
         self._step = None
         self._apply_step(batch, start, cost.total_s, cost)
@@ -235,6 +236,7 @@ class Instance:
         """An arrival during a run: the iteration in progress finishes, the ones after it are not taken, and the
         new request can join at that boundary, as it would when stepping."""
         run, now = self._run, self.env.now
+        assert run is not None
         m = int(np.searchsorted(run.ends, now, side="left")) + 1
         if m >= run.m:
             return  # already ends at (or before) that boundary
@@ -243,6 +245,7 @@ class Instance:
 
     def _end_run(self) -> None:
         run, self._run = self._run, None
+        assert run is not None
         m, batch, start_s = run.m, run.batch, run.start_s
         busy_s = float(run.ends[m - 1]) - start_s
         head_cost = None
