@@ -91,9 +91,10 @@ def install_guard(manifest: Path = MANIFEST) -> str:
     stale = stale_modules(sources, root)
     if stale:
         sys.meta_path.insert(0, SourceFirst(sources))
-        warnings.warn(f"{module_source(stale[0], Path()).as_posix()} changed since it was compiled "
-                      f"({len(stale)} module(s)); running the simulator interpreted (slower) until "
-                      "`pip install -e .` recompiles", StaleBuildWarning, stacklevel=2)
+        # (explicit location, line 0: one line, naming the manifest, with no source line under it)
+        warnings.warn_explicit(f"{module_source(stale[0], Path()).as_posix()} changed since it was compiled "
+                               f"({len(stale)} module(s)); running the simulator interpreted (slower) until "
+                               "`pip install -e .` recompiles", StaleBuildWarning, str(manifest), 0)
         return f"interpreted ({len(stale)} compiled module(s) older than their source)"
     return "compiled"
 

@@ -4,8 +4,10 @@
 """
 from __future__ import annotations
 
+import gc
 import math
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,6 +62,20 @@ def check_invariants(cols: dict, cluster: Cluster, arrived: int) -> dict[str, st
     return out
 
 
+@contextmanager
+def _rare_cycle_collection(gen0_threshold: int = 50_000):
+    """Run the event loop with fewer cyclic-garbage passes: it allocates millions of short-lived containers (batch
+    items, shapes, events) that reference counting frees, so the default pass every 700 allocations walks young
+    objects and finds next to nothing (6-10% of ecommerce_peak and deepseek_v3_day). Cycles are still collected;
+    the previous thresholds come back afterwards."""
+    old = gc.get_threshold()
+    gc.set_threshold(max(old[0], gen0_threshold), *old[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+
+
 def simulate(run: RunConfig, workload: Workload, progress=None) -> SimResult:
     """Simulate `workload` on the fleet of `run`. `progress(fraction)` is called as simulated time advances."""
     wall0 = time.perf_counter()
@@ -73,7 +89,8 @@ def simulate(run: RunConfig, workload: Workload, progress=None) -> SimResult:
         tick = lambda t: progress(min(1.0, t / max(last_arrival, 1e-9)))
     sampler = Sampler(env, cluster, run.metrics.sample_interval_s, tick)
     if len(workload):
-        env.run(until=env.any_of([cluster.all_done, env.timeout(horizon_s)]))
+        with _rare_cycle_collection():
+            env.run(until=env.any_of([cluster.all_done, env.timeout(horizon_s)]))
     end_s = env.now
     last_t = sampler.last_t_s if sampler.last_t_s is not None else 0.0
     if last_t < end_s or sampler.last_t_s is None:

@@ -85,12 +85,16 @@ class BlockManager:
             del self._free_entries[h]
         self._entries[h] += 1
 
+    def _room_possible(self, blocks: int) -> bool:
+        """Whether `blocks` can be freed, evicting every unreferenced prefix entry if need be."""
+        return blocks <= self.free_blocks + self._unreferenced * self.blocks_per_entry
+
     def _make_room(self, blocks: int) -> bool:
         """Evict unreferenced prefix entries (LRU first) until `blocks` are free; False if impossible."""
         if blocks <= self.free_blocks:
             return True
-        if blocks > self.free_blocks + self._unreferenced * self.blocks_per_entry:
-            return False
+        if not self._room_possible(blocks):
+            return False  # (and nothing evicted)
         while blocks > self.free_blocks:
             h, _ = self._free_entries.popitem(last=False)
             del self._entries[h]
@@ -109,7 +113,7 @@ class BlockManager:
 
     def can_grow(self, request_id: int, tokens: int) -> bool:
         need = self._own_blocks_for(request_id, tokens) - self._held.get(request_id, 0)
-        return need <= self.free_blocks + self._unreferenced * self.blocks_per_entry
+        return self._room_possible(need)
 
     def grow(self, request_id: int, tokens: int) -> bool:
         """Make the request hold enough own blocks for `tokens` tokens of KV (beyond its shared prefix);
@@ -150,17 +154,12 @@ class BlockManager:
             if h in self._entries:
                 self._acquire_entry(h)
             elif h in self._tier2:
+                if not self._room_possible(self.blocks_per_entry):
+                    break  # no room on the device: the entry stays where it is in tier 2
                 # Take the entry out of tier 2 first: making room on the device may push other entries down to
                 # tier 2 and trim its oldest, which must not be this one.
-                keys = list(self._tier2)
-                pos = keys.index(h)
                 del self._tier2[h]
-                if not self._make_room(self.blocks_per_entry):
-                    self._tier2[h] = None  # no room after all: put it back where it was in LRU order
-                    for k in keys[pos + 1:]:
-                        if k in self._tier2:
-                            self._tier2.move_to_end(k)
-                    break
+                self._make_room(self.blocks_per_entry)  # (possible: checked above)
                 self._entries[h] = 1
                 self._take(self.blocks_per_entry)
                 loaded += 1

@@ -89,6 +89,25 @@ def test_reload_from_a_full_second_tier_keeps_the_entry():
     assert list(kv._tier2) == [3]
 
 
+def test_second_tier_hit_without_device_room_leaves_the_tier_as_it_was():
+    """Three 1-token blocks, a tier 2 of ten entries. Prompts [1], [2], [3] leave entries 2 and 3 on the device
+    and 1 in tier 2; a request holding all three blocks pushes 2 and 3 down too: tier 2 = 1, 2, 3 (oldest
+    first). A hit on 2 then finds no room on the device (nothing evictable): the match stops, skips nothing, and
+    tier 2 keeps its entries in their LRU order."""
+    kv = BlockManager(3, 1, prefix_caching=True, hash_block_tokens=1, kv_bytes_per_token=1.0,
+                      tier2_capacity_bytes=10.0, tier2_bandwidth_bytes_per_s=1.0)
+    for rid, h in enumerate([[1], [2], [3]]):
+        kv.match_prefix(rid, h, 2)
+        assert kv.grow(rid, 2)
+        kv.publish(rid, h, 2)
+        kv.free(rid)
+    assert list(kv._tier2) == [1]
+    assert kv.grow(10, 3)
+    assert list(kv._tier2) == [1, 2, 3] and kv.used_blocks == 3
+    assert kv.match_prefix(11, [2], 2) == (0, 0.0)
+    assert list(kv._tier2) == [1, 2, 3] and kv.used_blocks == 3 and kv.tier2_hits_tokens == 0
+
+
 def test_active_utilization_ignores_evictable_entries():
     kv = BlockManager(4, 512, prefix_caching=True, hash_block_tokens=512)
     kv.match_prefix(1, [9], 512)
