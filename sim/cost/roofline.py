@@ -274,7 +274,8 @@ class LayeredCostModel:
         totals and the parts per step (arrays), and the hidden communication per step when `with_hidden`.
         Element j equals `step_cost(b with decode_ctx_sum = ctx_sums[j])` exactly (the same vectorised call).
         With `compact`, parts and hidden that do not change from step to step stay scalars (the simulator's hot
-        path multiplies them by the steps taken instead of summing arrays).
+        path multiplies them by the steps taken instead of summing arrays), and the arrays may be read-only views
+        of the cost model's tables (copy before changing them).
 
         The default run (contexts growing by one token per sequence per step) reads a strided slice of this
         shape's table of step costs over a window of context sums (`_ContextTable`): pricing a run then costs a
@@ -385,6 +386,9 @@ class _ContextTable:
     def __init__(self, lo: int, hi: int, total: np.ndarray, parts: dict, hidden) -> None:
         self.lo, self.hi, self.total, self.parts, self.hidden = lo, hi, total, parts, hidden
         self.varying = [k for k, v in parts.items() if isinstance(v, np.ndarray)]
+        for v in (total, hidden, *parts.values()):  # runs hand out views: nothing may write into the table
+            if isinstance(v, np.ndarray):
+                v.setflags(write=False)
 
     @staticmethod
     def join(old: _ContextTable | None, priced: list) -> _ContextTable:
@@ -417,13 +421,14 @@ class _ContextTable:
     def run(self, ctx0: int, seqs: int, steps: int, with_hidden: bool, compact: bool):
         first = ctx0 - self.lo
         sl = slice(first, first + seqs * steps, seqs)
-        total = self.total[sl].copy()
-        if compact:
+        if compact:  # (views of the table: the caller copies what it changes)
+            total = self.total[sl]
             parts = self.parts.copy()
             for k in self.varying:
                 parts[k] = parts[k][sl]
             hidden = self.hidden[sl] if isinstance(self.hidden, np.ndarray) else self.hidden
         else:
+            total = self.total[sl].copy()
             parts = {k: (v[sl].copy() if isinstance(v, np.ndarray) else np.full(steps, v))
                      for k, v in self.parts.items()}
             hidden = self.hidden[sl].copy() if isinstance(self.hidden, np.ndarray) else np.full(steps, self.hidden)

@@ -64,6 +64,7 @@ class Pool:
         self._on_finish, self._on_first_token = on_finish, on_first_token
         self._hash_block_tokens = hash_block_tokens
         self.instances: list[Instance] = []
+        self._active: list[Instance] | None = None  # `active`, kept until an instance changes state
         self.held: deque = deque()  # requests queued at the router (every instance at its cap)
         self.completed = 0
         self.min_instances = p.min_instances if p.min_instances is not None else min(p.instances, 1)
@@ -90,8 +91,9 @@ class Pool:
         index = len(self.instances)
         inst = Instance(self.env, self.name, index, policy, kv, self.cost, self._on_finish,
                         self.run.fast_forward, on_first_token=self._on_first_token, on_stopped=self._on_stopped,
-                        mtp_rng=stream(self.run.seed, f"mtp/{self.name}/{index}"))
+                        mtp_rng=stream(self.run.seed, f"mtp/{self.name}/{index}"), on_state=self._state_changed)
         self.instances.append(inst)
+        self._state_changed()
         return inst
 
     def count(self, state: str) -> int:
@@ -99,7 +101,14 @@ class Pool:
 
     @property
     def active(self) -> list[Instance]:
-        return [i for i in self.instances if i.state == "active"]
+        """The instances serving now, in index order (a list shared until an instance changes state: read it,
+        do not change it). Read for every request routed."""
+        if self._active is None:
+            self._active = [i for i in self.instances if i.state == "active"]
+        return self._active
+
+    def _state_changed(self) -> None:
+        self._active = None
 
     @property
     def provisioned(self) -> int:
@@ -120,6 +129,7 @@ class Pool:
             spare = next((i for i in self.instances if i.state == "warm"), None)
             if spare is not None:
                 spare.state = "starting"
+                self._state_changed()
                 self.env.process(self._start(spare, self.cold_start.warm_start_s))
                 self._keep_spares()
                 continue
@@ -132,12 +142,14 @@ class Pool:
         for _ in range(max(0, missing)):
             inst = self._new_instance()
             inst.state = "warming"
+            self._state_changed()
             self.env.process(self._make_warm(inst))
 
     def _make_warm(self, inst: Instance):
         yield self.env.timeout(self.cold_start.total_s(self.memory.weight_bytes))
         if inst.state == "warming":
             inst.state = "warm"
+            self._state_changed()
 
     def set_warm_spares(self, k: int) -> None:
         self.warm_spares = max(0, int(k))

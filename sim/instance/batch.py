@@ -5,6 +5,12 @@ from sim.cost.base import BatchShape
 from sim.instance.request_state import SimRequest
 
 
+def _shape(fields: tuple) -> BatchShape:
+    """A BatchShape from its eight fields in order, without the named tuple's Python-level constructor (this runs
+    for every iteration and run planned)."""
+    return tuple.__new__(BatchShape, fields)
+
+
 def known_tokens(req: SimRequest) -> int:
     """Tokens whose KV must exist before the next token can be sampled: the prompt plus the outputs so far."""
     return req.prompt_tokens + req.num_output_tokens
@@ -29,7 +35,7 @@ def decodes_after(batch: ScheduledBatch) -> ScheduledBatch:
     one token each, priced at the contexts they will have then (their requests are not advanced yet)."""
     n = len(batch.items)
     ctx = sum(req.num_computed_tokens + k for req, k in batch.items) + n
-    return ScheduledBatch([(req, 1) for req, _ in batch.items], 0.0, BatchShape(0, 0, 0, 0, 0, n, ctx, n))
+    return ScheduledBatch([(req, 1) for req, _ in batch.items], 0.0, _shape((0, 0, 0, 0, 0, n, ctx, n)))
 
 
 def shape_of(items: list[tuple[SimRequest, int]]) -> BatchShape:
@@ -51,4 +57,4 @@ def shape_of(items: list[tuple[SimRequest, int]]) -> BatchShape:
             p_kv += c + n
             if c + n == target:
                 sampled += 1
-    return BatchShape(p_seqs, p_tok, p_qc, p_qq, p_kv, d_seqs, d_ctx, sampled)
+    return _shape((p_seqs, p_tok, p_qc, p_qq, p_kv, d_seqs, d_ctx, sampled))

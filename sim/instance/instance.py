@@ -62,20 +62,21 @@ class Instance:
     Lifecycle: `starting` (cold start: provisioning, weight loading, warm-up; takes no requests) -> `active`
     (routers see it) -> `draining` (finishes what it holds, takes nothing new) -> `stopped` (billing ends).
     `on_finish(req)` is called for each request that leaves the instance (completed, or handed off to a decode
-    pool after its prefill), `on_first_token(req, t_s)` when a request emits its first token (at t_s: now, or the end
-    of the first iteration of a run just planned), `on_stopped(inst)` when a
-    draining instance has emptied. Counters (`busy_s`, `parts_s`, `iterations`) feed the metrics; `outstanding`
+    pool after its prefill), `on_first_token(req, t_s)` when a request emits its first token (at t_s: now, or the
+    end of the first iteration of a run just planned), `on_stopped(inst)` when a draining instance has emptied,
+    `on_state()` after each change of `state` that the instance makes. Counters (`busy_s`, `parts_s`, `iterations`) feed the metrics; `outstanding`
     (waiting + running) feeds the routers.
     """
 
     def __init__(self, env: simpy.Environment, pool: str, index: int, policy: BatchingPolicy, kv: BlockManager,
                  cost: CostModel, on_finish, fast_forward: bool = True, on_first_token=None, on_stopped=None,
-                 mtp_rng=None) -> None:
+                 mtp_rng=None, on_state=None) -> None:
         self.env, self.pool, self.index = env, pool, index
         self.policy, self.kv, self.cost = policy, kv, cost
         self.on_finish = on_finish
         self.on_first_token = on_first_token
         self.on_stopped = on_stopped
+        self.on_state = on_state  # called after each change of `state` (the pool keeps its active list)
         # Speculative decoding / MTP: each decode step verifies `draft_tokens` drafts, accepted with the cost
         # model's per-draft probabilities (drawn from the instance's own named stream). Runs of steps then differ
         # in the tokens they emit, so they are not fast-forwarded.
@@ -105,6 +106,7 @@ class Instance:
         """Start serving (end of the cold start)."""
         self.state = "active"
         self.active_s = float(self.env.now)
+        self._state_changed()
         self._poke()
 
     def drain(self) -> None:
@@ -113,13 +115,19 @@ class Instance:
             self._stop()
             return
         self.state = "draining"
+        self._state_changed()
         self._poke()
 
     def _stop(self) -> None:
         self.state = "stopped"
         self.stopped_s = float(self.env.now)
+        self._state_changed()
         if self.on_stopped is not None:
             self.on_stopped(self)
+
+    def _state_changed(self) -> None:
+        if self.on_state is not None:
+            self.on_state()
 
     def submit(self, req: SimRequest, wakes: list | None = None) -> None:
         """Take `req`. An idle instance re-plans after the events due now (a zero-delay wake-up event), or, with
@@ -226,7 +234,8 @@ class Instance:
             totals[0] = end0
             totals[1:] = rest
         else:
-            totals, parts, hidden = self.cost.decode_run(batch.shape, steps, with_hidden=True, compact=True)
+            step_s, parts, hidden = self.cost.decode_run(batch.shape, steps, with_hidden=True, compact=True)
+            totals = step_s.copy()  # (compact results may be views of the cost model's tables)
             totals[0] += start
         ends = np.add.accumulate(totals, out=totals)  # sequential: ((start + t0) + t1) + ..., as stepping adds
         self._run = _Run(batch, start, ends, parts, hidden, head)
@@ -237,7 +246,7 @@ class Instance:
         new request can join at that boundary, as it would when stepping."""
         run, now = self._run, self.env.now
         assert run is not None
-        m = int(np.searchsorted(run.ends, now, side="left")) + 1
+        m = int(run.ends.searchsorted(now, "left")) + 1  # (the method: no Python-level wrapper)
         if m >= run.m:
             return  # already ends at (or before) that boundary
         run.m = m

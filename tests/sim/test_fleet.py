@@ -159,3 +159,25 @@ def test_rolling_update_dips_capacity_and_drops_nothing():
     active = [r["active"] for r in res.pools if r["t_s"] > 50]
     assert min(active) == 2 and active[-1] == 3
     assert res.summary["pools"]["main"]["instances_launched"] == 6
+
+
+def test_active_list_follows_every_lifecycle_change():
+    """`Pool.active` is kept between state changes (it is read for every request routed): scaling up, the end of
+    a cold start, draining and stopping must each show in it at once."""
+    import simpy
+
+    from sim.fleet.pool import Pool
+
+    run = run_config("scenario.pools.main.instances=2")
+    env = simpy.Environment()
+    pool = Pool(env, "main", run.pools["main"], run, on_finish=None, on_first_token=None)
+    first, second = pool.instances
+    assert pool.active == [first, second]
+    pool.scale_to(3)  # a cold start: not active until it ends
+    assert pool.active == [first, second] and pool.instances[2].state == "starting"
+    env.run(until=pool.cold_start.total_s(pool.memory.weight_bytes) + 1.0)
+    assert pool.active == pool.instances
+    pool.scale_to(1)  # drains two (nothing held: they stop at once)
+    assert len(pool.active) == 1 and all(i.state in ("draining", "stopped") for i in pool.instances
+                                         if i not in pool.active)
+    assert pool.active == [i for i in pool.instances if i.state == "active"]
