@@ -61,7 +61,10 @@ def _run(out: Path, pure: bool) -> str:
     return proc.stdout.strip().splitlines()[-1]
 
 
-@pytest.mark.skipif(sim.BUILD != "compiled", reason=f"the simulator is not compiled here: {sim.BUILD}")
+# CI installs as the README says, on a machine with a C compiler: there the build must be compiled (the test then
+# fails rather than skips); elsewhere an interpreted install skips it.
+@pytest.mark.skipif(sim.BUILD != "compiled" and not os.environ.get("CI"),
+                    reason=f"the simulator is not compiled here: {sim.BUILD}")
 def test_compiled_and_interpreted_runs_write_identical_bytes(tmp_path):
     assert _run(tmp_path / "c", pure=False) == "compiled"
     assert _run(tmp_path / "p", pure=True) == f"interpreted ({compiled.PURE_ENV} is set)"
