@@ -5,8 +5,7 @@ SHA-256s go to sim/_compiled.json so that `import sim` runs the sources instead 
 does a machine without a C compiler (the extensions are optional)."""
 from __future__ import annotations
 
-import hashlib
-import json
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -32,13 +31,17 @@ COMPILED = [
     "sim/instance/batching/base.py",
     "sim/instance/batching/continuous.py",
 ]
-MANIFEST = ROOT / "sim" / "_compiled.json"
+# sim/compiled.py (standard library only) owns the manifest; loaded as a file, since importing the package
+# would run its import-time guard.
+_spec = importlib.util.spec_from_file_location("_inferplan_compiled", ROOT / "sim" / "compiled.py")
+compiled = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(compiled)
 # The commands that build (pip's metadata steps run `egg_info` first: they neither compile nor remove anything).
 BUILDS = {"build", "build_ext", "bdist_wheel", "editable_wheel", "develop", "install"}
 
 
 def _remove_old_build() -> None:
-    MANIFEST.unlink(missing_ok=True)
+    compiled.MANIFEST.unlink(missing_ok=True)
     for path in [*ROOT.glob("sim/**/*.so"), *ROOT.glob("*__mypyc*.so")]:
         path.unlink()
 
@@ -47,18 +50,18 @@ def _ext_modules() -> list:
     if not BUILDS.intersection(sys.argv[1:]):
         return []
     _remove_old_build()
-    if os.environ.get("INFERPLAN_PURE_PYTHON", "") not in ("", "0"):
+    if compiled.pure_requested():
         return []
     try:
         from mypyc.build import mypycify
     except ImportError:  # (a build without isolation, in an environment without mypy)
         return []
     os.chdir(ROOT)  # mypyc resolves module names from paths relative to the project
-    exts = mypycify(["--ignore-missing-imports", "--follow-imports=silent", *COMPILED], opt_level="3", group_name="inferplan_sim")
+    exts = mypycify(["--ignore-missing-imports", "--follow-imports=silent", *COMPILED], opt_level="3",
+                    group_name="inferplan_sim")
     for ext in exts:
         ext.optional = True  # no compiler: the package installs interpreted
-    sources = {p[:-3].replace("/", "."): hashlib.sha256((ROOT / p).read_bytes()).hexdigest() for p in COMPILED}
-    MANIFEST.write_text(json.dumps({"compiler": "mypyc", "sources": sources}, indent=1) + "\n")
+    compiled.write_manifest(COMPILED, ROOT)
     return exts
 
 

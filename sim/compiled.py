@@ -32,6 +32,18 @@ def source_sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def pure_requested() -> bool:
+    """INFERPLAN_PURE_PYTHON set (to anything but 0): run, and build, nothing compiled."""
+    return os.environ.get(PURE_ENV, "") not in ("", "0")
+
+
+def write_manifest(paths: list[str], root: Path, path: Path = MANIFEST) -> None:
+    """Record the SHA-256 of each source about to be compiled (`paths` relative to `root`, e.g.
+    sim/instance/kv_cache.py), under its module name. Called by setup.py."""
+    sources = {p[:-3].replace("/", "."): source_sha256(root / p) for p in paths}
+    path.write_text(json.dumps({"compiler": "mypyc", "sources": sources}, indent=1) + "\n")
+
+
 def read_manifest(path: Path = MANIFEST) -> dict[str, str]:
     """{module name: SHA-256 of the source it was compiled from}; empty when nothing was compiled."""
     try:
@@ -85,7 +97,7 @@ def install_guard(manifest: Path = MANIFEST) -> str:
     root = manifest.parent.parent
     if not sources or not all(has_extension(name, root) for name in sources):
         return "interpreted (not compiled)"
-    if os.environ.get(PURE_ENV, "") not in ("", "0"):
+    if pure_requested():
         sys.meta_path.insert(0, SourceFirst(sources))
         return f"interpreted ({PURE_ENV} is set)"
     stale = stale_modules(sources, root)
@@ -98,7 +110,3 @@ def install_guard(manifest: Path = MANIFEST) -> str:
         return f"interpreted ({len(stale)} compiled module(s) older than their source)"
     return "compiled"
 
-
-def is_compiled(module) -> bool:
-    """Whether `module` was loaded from a compiled extension."""
-    return not str(getattr(module, "__file__", "")).endswith(".py")

@@ -93,7 +93,6 @@ class Pool:
                         self.run.fast_forward, on_first_token=self._on_first_token, on_stopped=self._on_stopped,
                         mtp_rng=stream(self.run.seed, f"mtp/{self.name}/{index}"), on_state=self._state_changed)
         self.instances.append(inst)
-        self._state_changed()
         return inst
 
     def count(self, state: str) -> int:
@@ -129,7 +128,6 @@ class Pool:
             spare = next((i for i in self.instances if i.state == "warm"), None)
             if spare is not None:
                 spare.state = "starting"
-                self._state_changed()
                 self.env.process(self._start(spare, self.cold_start.warm_start_s))
                 self._keep_spares()
                 continue
@@ -142,14 +140,12 @@ class Pool:
         for _ in range(max(0, missing)):
             inst = self._new_instance()
             inst.state = "warming"
-            self._state_changed()
             self.env.process(self._make_warm(inst))
 
     def _make_warm(self, inst: Instance):
         yield self.env.timeout(self.cold_start.total_s(self.memory.weight_bytes))
         if inst.state == "warming":
             inst.state = "warm"
-            self._state_changed()
 
     def set_warm_spares(self, k: int) -> None:
         self.warm_spares = max(0, int(k))

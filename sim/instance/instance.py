@@ -64,8 +64,8 @@ class Instance:
     `on_finish(req)` is called for each request that leaves the instance (completed, or handed off to a decode
     pool after its prefill), `on_first_token(req, t_s)` when a request emits its first token (at t_s: now, or the
     end of the first iteration of a run just planned), `on_stopped(inst)` when a draining instance has emptied,
-    `on_state()` after each change of `state` that the instance makes. Counters (`busy_s`, `parts_s`, `iterations`) feed the metrics; `outstanding`
-    (waiting + running) feeds the routers.
+    `on_state()` after each assignment to `state` (whoever makes it). Counters (`busy_s`, `parts_s`,
+    `iterations`) feed the metrics; `outstanding` (waiting + running) feeds the routers.
     """
 
     def __init__(self, env: simpy.Environment, pool: str, index: int, policy: BatchingPolicy, kv: BlockManager,
@@ -76,7 +76,7 @@ class Instance:
         self.on_finish = on_finish
         self.on_first_token = on_first_token
         self.on_stopped = on_stopped
-        self.on_state = on_state  # called after each change of `state` (the pool keeps its active list)
+        self.on_state = on_state  # called after each assignment to `state` (the pool keeps its active list)
         # Speculative decoding / MTP: each decode step verifies `draft_tokens` drafts, accepted with the cost
         # model's per-draft probabilities (drawn from the instance's own named stream). Runs of steps then differ
         # in the tokens they emit, so they are not fast-forwarded.
@@ -106,7 +106,6 @@ class Instance:
         """Start serving (end of the cold start)."""
         self.state = "active"
         self.active_s = float(self.env.now)
-        self._state_changed()
         self._poke()
 
     def drain(self) -> None:
@@ -115,17 +114,21 @@ class Instance:
             self._stop()
             return
         self.state = "draining"
-        self._state_changed()
         self._poke()
 
     def _stop(self) -> None:
         self.state = "stopped"
         self.stopped_s = float(self.env.now)
-        self._state_changed()
         if self.on_stopped is not None:
             self.on_stopped(self)
 
-    def _state_changed(self) -> None:
+    @property
+    def state(self) -> str:
+        return self._state
+
+    @state.setter
+    def state(self, value: str) -> None:
+        self._state = value
         if self.on_state is not None:
             self.on_state()
 

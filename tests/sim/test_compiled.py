@@ -2,7 +2,6 @@
 lets a compiled module older than its source run."""
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -82,7 +81,7 @@ def _tree(tmp_path: Path, source: str = "X = 1\n") -> tuple[Path, Path]:
     (pkg / "mod.py").write_text(source)
     (pkg / f"mod{compiled.importlib.machinery.EXTENSION_SUFFIXES[0]}").write_bytes(b"not a real extension")
     manifest = pkg / "_compiled.json"
-    manifest.write_text(json.dumps({"sources": {"pkg.mod": compiled.source_sha256(pkg / "mod.py")}}))
+    compiled.write_manifest(["pkg/mod.py"], tmp_path, manifest)
     return pkg, manifest
 
 
