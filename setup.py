@@ -13,7 +13,8 @@ from pathlib import Path
 from setuptools import setup
 
 ROOT = Path(__file__).resolve().parent
-# The per-request path of a simulation: arrivals and routing, the instance scheduler, KV cache, metrics.
+# The per-request path of a simulation: arrivals and routing, the instance scheduler, KV cache, metrics, and the
+# kept step costs that price each iteration.
 COMPILED = [
     "sim/cluster.py",
     "sim/metrics.py",
@@ -30,6 +31,7 @@ COMPILED = [
     "sim/instance/request_state.py",
     "sim/instance/batching/base.py",
     "sim/instance/batching/continuous.py",
+    "sim/cost/tables.py",
 ]
 # sim/compiled.py (standard library only) owns the manifest; loaded as a file, since importing the package
 # would run its import-time guard.

@@ -22,6 +22,8 @@ from sim.fleet.rolling_update import RollingUpdate
 from sim.instance.request_state import SimRequest
 from sim.router import make_router
 
+ARRIVAL_CHUNK = 4096  # workload rows converted to Python lists at a time (see Cluster._load_chunk)
+
 
 class Cluster:
     """Everything that happens between a request's arrival and its instance."""
@@ -78,6 +80,15 @@ class Cluster:
         self._due_s = workload.arrival_s + scen.frontend_overhead_s
         self._next_arrival = 0
         self._n_requests = len(workload)
+        # The workload's columns for requests [_chunk_lo, _chunk_hi) as Python lists (read per request: list items
+        # are cheap to read in compiled code, numpy elements are not; a chunk at a time keeps memory bounded).
+        self._chunk_lo = self._chunk_hi = 0
+        self._c_due: list[float] = []
+        self._c_arrival: list[float] = []
+        self._c_prompt: list[int] = []
+        self._c_output: list[int] = []
+        self._c_class: list[int] = []
+        self._c_priority: list[int] = []
         self._wakes: list | None = None  # see _arrive
         self._schedule_arrival()
 
@@ -192,28 +203,46 @@ class Cluster:
         req.handoff = pool.cfg.role == "prefill" and req.output_tokens > 1
         self._dispatch(req, pool)
 
+    def _load_chunk(self, i: int) -> None:
+        """Make requests i .. i + ARRIVAL_CHUNK - 1 readable from the `_c_*` lists."""
+        wl, hi = self.workload, min(i + ARRIVAL_CHUNK, self._n_requests)
+        self._chunk_lo, self._chunk_hi = i, hi
+        self._c_due = self._due_s[i:hi].tolist()
+        self._c_arrival = wl.arrival_s[i:hi].tolist()
+        self._c_prompt = wl.prompt_tokens[i:hi].tolist()
+        self._c_output = wl.output_tokens[i:hi].tolist()
+        self._c_class = wl.request_class[i:hi].tolist()
+        self._c_priority = wl.priority[i:hi].tolist()
+
+    def _due(self, i: int) -> float:
+        """When request i enters (arrival + front-end overhead)."""
+        if not self._chunk_lo <= i < self._chunk_hi:
+            self._load_chunk(i)
+        return self._c_due[i - self._chunk_lo]
+
     def _schedule_arrival(self) -> None:
         """Requests enter at their arrival times (+ the front-end overhead): one timeout per distinct time, whose
         callback admits every request due then and schedules the next (a callback chain, not a process: this
         runs once per request)."""
         i = self._next_arrival
         if i < self._n_requests:
-            ev = self.env.timeout(max(0.0, float(self._due_s[i]) - self.env.now))
+            ev = self.env.timeout(max(0.0, self._due(i) - self.env.now))
             ev.callbacks.append(self._arrive)
 
     def _arrive(self, _event) -> None:
-        wl, now = self.workload, self.env.now
-        arrival, prompt, output = wl.arrival_s, wl.prompt_tokens, wl.output_tokens
-        cls, prio, hashes, names = wl.request_class, wl.priority, wl.prefix_hashes, wl.class_names
-        due, n = self._due_s, self._n_requests
+        now = self.env.now
+        hashes, names = self.workload.prefix_hashes, self.workload.class_names
+        n = self._n_requests
         i = self._next_arrival
         self._wakes = []  # idle instances given a request now: they plan once everything due now is in
-        while i < n and due[i] <= now:
-            req = SimRequest(i, float(arrival[i]), int(prompt[i]), int(output[i]), int(cls[i]), int(prio[i]),
+        while i < n and self._due(i) <= now:
+            j = i - self._chunk_lo
+            cls = self._c_class[j]
+            req = SimRequest(i, self._c_arrival[j], self._c_prompt[j], self._c_output[j], cls, self._c_priority[j],
                              None if hashes is None else hashes[i])
             self.arrived += 1
             self.recorder.on_arrival(req)
-            self._admit(req, names[int(cls[i])])
+            self._admit(req, names[cls])
             i += 1
         self._next_arrival = i
         wakes, self._wakes = self._wakes, None

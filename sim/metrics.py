@@ -15,6 +15,7 @@ from scenarios.workload import Workload
 from sim.instance.request_state import SimRequest
 
 STATUS = ("completed", "rejected", "unfinished")
+_STATUS_INDEX = {s: i for i, s in enumerate(STATUS)}
 TS_COLUMNS = ("t_s", "arrivals", "completions", "queued", "running", "instances", "kv_utilization", "busy_fraction",
               "cost_usd", "overload_level")
 POOL_COLUMNS = ("t_s", "pool", "starting", "warm", "active", "draining", "queued", "running", "kv_utilization",
@@ -28,16 +29,18 @@ class RequestRecorder:
         n = len(workload)
         self.workload = workload
         self.pool_names = pool_names
-        self.cached_tokens = np.zeros(n, np.int64)
-        self.pool = np.full(n, -1, np.int16)
-        self.instance = np.full(n, -1, np.int32)
-        self.status = np.full(n, 2, np.int8)  # index into STATUS; unfinished until recorded
+        # Typed arrays (array.array: an element write from compiled code costs a fraction of a numpy one), read
+        # as numpy arrays without a copy by `columns`.
+        self.cached_tokens = array("q", bytes(8 * n))
+        self.pool = array("h", [-1]) * n
+        self.instance = array("i", [-1]) * n
+        self.status = array("b", [2]) * n  # index into STATUS; unfinished until recorded
         self.reject_reason: dict[int, str] = {}
-        self.first_token_s = np.full(n, np.nan)
-        self.finish_s = np.full(n, np.nan)
-        self.preemptions = np.zeros(n, np.int32)
-        self.fallback = np.zeros(n, bool)
-        self.prefill_pool = np.full(n, -1, np.int16)
+        self.first_token_s = array("d", [math.nan]) * n
+        self.finish_s = array("d", [math.nan]) * n
+        self.preemptions = array("i", bytes(4 * n))
+        self.fallback = array("b", bytes(n))
+        self.prefill_pool = array("h", [-1]) * n
         self.arrived = 0
         self._pool_index = {p: i for i, p in enumerate(pool_names)}
 
@@ -49,7 +52,7 @@ class RequestRecorder:
         unfinished request had reached when the run stopped (its status stays `unfinished`)."""
         i = req.request_id
         if ended:
-            self.status[i] = STATUS.index(req.status)
+            self.status[i] = _STATUS_INDEX[req.status]
             if req.reject_reason:
                 self.reject_reason[i] = req.reject_reason
             self.finish_s[i] = req.finish_s
@@ -66,7 +69,7 @@ class RequestRecorder:
         wl, n = self.workload, self.arrived
         arrival = wl.arrival_s[:n]
         out_tok = wl.output_tokens[:n]
-        first, finish = self.first_token_s[:n], self.finish_s[:n]
+        first, finish = _numpy(self.first_token_s, n), _numpy(self.finish_s, n)
         with np.errstate(invalid="ignore", divide="ignore"):
             tpot = np.where(out_tok > 1, (finish - first) / np.maximum(out_tok - 1, 1), np.nan)
         pool_names = np.array([""] + list(self.pool_names), dtype=object)
@@ -75,21 +78,26 @@ class RequestRecorder:
             "arrival_s": arrival,
             "prompt_tokens": wl.prompt_tokens[:n],
             "output_tokens": out_tok,
-            "cached_tokens": self.cached_tokens[:n],
+            "cached_tokens": _numpy(self.cached_tokens, n),
             "request_class": np.array(wl.class_names, dtype=object)[wl.request_class[:n]],
-            "pool": pool_names[self.pool[:n] + 1],
-            "instance": self.instance[:n],
-            "status": np.array(STATUS, dtype=object)[self.status[:n]],
+            "pool": pool_names[_numpy(self.pool, n) + 1],
+            "instance": _numpy(self.instance, n),
+            "status": np.array(STATUS, dtype=object)[_numpy(self.status, n)],
             "reject_reason": np.array([self.reject_reason.get(i, "") for i in range(n)], dtype=object),
             "first_token_s": first,
             "finish_s": finish,
             "ttft_s": first - arrival,
             "tpot_s": tpot,
             "e2e_s": finish - arrival,
-            "preemptions": self.preemptions[:n],
-            "fallback": self.fallback[:n],
-            "prefill_pool": pool_names[self.prefill_pool[:n] + 1],
+            "preemptions": _numpy(self.preemptions, n),
+            "fallback": _numpy(self.fallback, n).astype(bool),
+            "prefill_pool": pool_names[_numpy(self.prefill_pool, n) + 1],
         }
+
+
+def _numpy(values: array, n: int) -> np.ndarray:
+    """The first n items of a typed array as a numpy array of its type (a copy: the result outlives the array)."""
+    return np.frombuffer(values, dtype=values.typecode)[:n].copy()
 
 
 def percentiles(values: np.ndarray) -> dict[str, float]:
@@ -114,8 +122,9 @@ class Sampler:
         self.cost_usd = 0.0
         self._last_arrived = 0
         self._last_completed = 0
-        self._last_busy = {name: 0.0 for name in cluster.pools}
-        self.peak_instances: dict[str, int] = {}
+        self._pools = list(cluster.pools.values())
+        self._last_busy = [0.0] * len(self._pools)
+        self.peak_instances: dict[str, int] = dict.fromkeys(cluster.pools, 0)
         self._process = env.process(self._run())
 
     def columns(self) -> tuple[dict[str, np.ndarray], dict[str, list]]:
@@ -148,31 +157,41 @@ class Sampler:
         busy_all = 0.0
         completed = 0
         n_serving = 0
-        for pool_index, (name, pool) in enumerate(cl.pools.items()):
-            counts = dict.fromkeys(("starting", "warming", "warm", "active", "draining", "stopped"), 0)
+        for pool_index, pool in enumerate(self._pools):
+            starting = warm = n_active = draining = stopped = 0
             q, r, u, c, busy = len(pool.held), 0, 0, 0, 0.0
             for i in pool.instances:  # one pass: this runs every sample interval over every instance
-                counts[i.state] += 1
+                state = i.state
                 busy += i.busy_s
-                if i.state == "active" or i.state == "draining":
+                if state == "active" or state == "draining":
+                    if state == "active":
+                        n_active += 1
+                    else:
+                        draining += 1
                     pol, kv = i.policy, i.kv
                     q += len(pol.waiting)
                     r += len(pol.running)
                     u += kv.used_blocks
                     c += kv.num_blocks
-            serving = counts["active"] + counts["draining"]
-            live = len(pool.instances) - counts["stopped"]
-            n_active = counts["active"]
-            busy_frac = (busy - self._last_busy[name]) / (serving * dt) if serving else 0.0
-            self._last_busy[name] = busy
+                elif state == "stopped":
+                    stopped += 1
+                elif state == "warm":
+                    warm += 1
+                else:  # starting or warming
+                    starting += 1
+            serving = n_active + draining
+            live = len(pool.instances) - stopped
+            busy_frac = (busy - self._last_busy[pool_index]) / (serving * dt) if serving else 0.0
+            self._last_busy[pool_index] = busy
             self.cost_usd += live * pool.usd_per_hour * dt / 3600.0
-            self._pool_rows.extend((t, pool_index, counts["starting"] + counts["warming"], counts["warm"], n_active,
-                                    counts["draining"], q, r, u / c if c else 0.0, min(1.0, busy_frac)))
+            self._pool_rows.extend((t, pool_index, starting, warm, n_active, draining, q, r, u / c if c else 0.0,
+                                    min(1.0, busy_frac)))
             queued, running, active, used, cap = queued + q, running + r, active + n_active, used + u, cap + c
             busy_all += busy_frac * serving
             n_serving += serving
             completed += pool.completed
-            self.peak_instances[name] = max(self.peak_instances.get(name, 0), live)
+            if live > self.peak_instances[pool.name]:
+                self.peak_instances[pool.name] = live
         row = (t, cl.arrived - self._last_arrived, completed - self._last_completed, queued, running, active,
                used / cap if cap else 0.0, min(1.0, busy_all / n_serving) if n_serving else 0.0, self.cost_usd,
                cl.overload.level)

@@ -57,6 +57,9 @@ class CostModel(Protocol):
     `kind` is "measured", "analytical" or "mixed"; `describe()` says which ops came from where.
     `tokens_per_step` is the expected tokens a decoding sequence emits per iteration (1.0; more with speculative
     decoding / MTP, where `draft_tokens` drafts are verified per step with acceptance probabilities `acceptance`).
+    `decode_steps(b, steps)` is the simulator's form of a run of decode-only iterations whose contexts grow by one
+    token per sequence per step: (table, first, stride), step j costing `table.times[first + j * stride]`
+    (a `sim.cost.tables.StepTable`, whose `run_parts` splits a run's time into parts).
     `decode_run(b, steps, ctx_sums=None)` prices a run of decode-only iterations of the same sequences at once:
     element j equals `step_cost` of the shape with `decode_ctx_sum = ctx_sums[j]` (default: +decode_seqs a step).
     """
@@ -65,6 +68,8 @@ class CostModel(Protocol):
     tokens_per_step: float
 
     def step_cost(self, batch: BatchShape) -> StepCost: ...
+
+    def decode_steps(self, batch: BatchShape, steps: int) -> tuple: ...
 
     def decode_run(self, batch: BatchShape, steps: int, ctx_sums=None, with_hidden: bool = False,
                    compact: bool = False): ...

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from sim.cost.base import PARTS, BatchShape, StepCost
+from sim.cost.tables import StepTable
 
 
 class SyntheticCostModel:
@@ -22,6 +23,7 @@ class SyntheticCostModel:
             raise ValueError('"step_time_s" and "per_token_s" must be >= 0 and not both 0')
         self.step_time_s, self.per_token_s = float(step_time_s), float(per_token_s)
         self._cache: dict[int, StepCost] = {}
+        self._tables: dict[int, StepTable] = {}
 
     def step_cost(self, batch: BatchShape) -> StepCost:
         n = batch.num_tokens
@@ -31,6 +33,15 @@ class SyntheticCostModel:
             parts["overhead"] = self.step_time_s + self.per_token_s * n
             cost = self._cache[n] = StepCost(parts["overhead"], parts)
         return cost
+
+    def decode_steps(self, batch: BatchShape, steps: int) -> tuple[StepTable, int, int]:
+        """`steps` identical decode iterations: every step reads the one entry of a constant table (stride 0)."""
+        n = batch.num_tokens
+        table = self._tables.get(n)
+        if table is None:
+            cost = self.step_cost(batch)
+            table = self._tables[n] = StepTable(0, 1, [cost.total_s], dict(cost.parts), 0.0)
+        return table, 0, 0
 
     def decode_run(self, batch: BatchShape, steps: int, ctx_sums=None, with_hidden: bool = False,
                    compact: bool = False):

@@ -24,7 +24,6 @@ decode context changes between its steps, and step_cost(b) is the same call with
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -37,6 +36,7 @@ from sim.cost.host import HostOverhead, resolve_host
 from sim.cost.layers import COMPUTE_PARTS, LayerCost, LayerPricer, Work
 from sim.cost.layout import build_layout
 from sim.cost.pricer import OpPricer
+from sim.cost.tables import StepTable, StepTables
 
 
 def _max(a, b):
@@ -86,12 +86,10 @@ class LayeredCostModel:
         self.tokens_per_step = dep.tokens_per_step
         self.draft_tokens = dep.draft_tokens
         self.acceptance = () if dep.mtp is None else dep.mtp.acceptance
-        self._cache: dict[BatchShape, StepCost] = {}
         self._dense_layers = any(st.dense_layers for st in self.lay.stages)
         self._moe_layers = any(st.moe_layers for st in self.lay.stages)
         self._forms: dict[tuple, _MixedForm | None] = {}  # mixed shapes without their context sum
-        self._tables: OrderedDict[tuple, _ContextTable] = OrderedDict()  # BatchShape fields but the context sum
-        self._table_entries = 0
+        self.steps = StepTables(self._price, self._price_step)  # kept step costs (context tables, exact shapes)
 
     @property
     def kind(self) -> str:
@@ -234,24 +232,19 @@ class LayeredCostModel:
     # -- the CostModel surface --------------------------------------------------------------------------------
     def step_cost(self, b: BatchShape) -> StepCost:
         """The iteration's cost. Decode-only shapes read their context table (what runs read); mixed shapes use
-        their kept form where they have one; the rest is cached by exact shape (the first two rarely repeat
-        exactly, so they stay out of that cache)."""
-        if b.decode_seqs:
-            if b.prefill_seqs:
-                cost = self._mixed_step(b)
-                if cost is not None:
-                    return cost
-            else:
-                table = self._table(b, b.decode_ctx_sum)
-                if table is not None:
-                    return table.step(b.decode_ctx_sum)
-        cached = self._cache.get(b)
-        if cached is not None:
-            return cached
+        their kept form where they have one; the rest is kept by exact shape (`sim.cost.tables`)."""
+        return self.steps.step_cost(b)
+
+    def _price_step(self, b: BatchShape) -> StepCost:
+        """A shape the tables do not hold: a mixed shape from its form (mixed shapes rarely repeat exactly, so they
+        are not kept), else priced in full and kept by exact shape."""
+        if b.decode_seqs and b.prefill_seqs:
+            cost = self._mixed_step(b)
+            if cost is not None:
+                return cost
         total, parts, hidden = self._price(b, float(b.decode_ctx_sum))
         cost = StepCost(total_s=float(total), parts={k: float(parts[k]) for k in PARTS}, hidden_s=float(hidden))
-        if len(self._cache) < 200_000:
-            self._cache[b] = cost
+        self.steps.keep(b, cost)
         return cost
 
     def _mixed_step(self, b: BatchShape) -> StepCost | None:
@@ -268,64 +261,27 @@ class LayeredCostModel:
         form = self._forms[key]
         return None if form is None else form.at(float(b.decode_ctx_sum))
 
+    def decode_steps(self, b: BatchShape, steps: int) -> tuple[StepTable, int, int]:
+        """A run of `steps` decode-only iterations of the same sequences, the first of shape b, every context one
+        token longer per step: (table, first, stride) such that step j costs `table.times[first + j * stride]`
+        (the simulator's hot path: the run is a strided slice of this shape's table of step costs over a window of
+        context sums, `sim.cost.tables`)."""
+        return self.steps.decode_steps(b, steps)
+
     def decode_run(self, b: BatchShape, steps: int, ctx_sums=None, with_hidden: bool = False, compact: bool = False):
         """Step times of `steps` consecutive decode-only iterations of the same sequences, the first of shape `b`;
         step j has decode_ctx_sum = ctx_sums[j] (default: every context one token longer per step). Returns the
         totals and the parts per step (arrays), and the hidden communication per step when `with_hidden`.
-        Element j equals `step_cost(b with decode_ctx_sum = ctx_sums[j])` exactly (the same vectorised call).
-        With `compact`, parts and hidden that do not change from step to step stay scalars (the simulator's hot
-        path multiplies them by the steps taken instead of summing arrays), and the arrays may be read-only views
-        of the cost model's tables (copy before changing them).
-
-        The default run (contexts growing by one token per sequence per step) reads a strided slice of this
-        shape's table of step costs over a window of context sums (`_ContextTable`): pricing a run then costs a
-        slice, not a pass through the layer composition."""
+        Element j equals `step_cost(b with decode_ctx_sum = ctx_sums[j])` exactly. With `compact`, parts and
+        hidden that do not change from step to step stay floats."""
         if ctx_sums is None:
-            table = self._table(b, b.decode_ctx_sum + b.decode_seqs * (steps - 1)) if b.decode_seqs else None
-            if table is not None:
-                return table.run(b.decode_ctx_sum, b.decode_seqs, steps, with_hidden, compact)
-            ctx_sums = b.decode_ctx_sum + b.decode_seqs * np.arange(steps, dtype=np.float64)
+            table, first, stride = self.decode_steps(b, steps)
+            return table.run_arrays(first, stride, steps, with_hidden, compact)
         ctx_sums = np.asarray(ctx_sums, dtype=np.float64)
         if len(ctx_sums) != steps:
             raise ValueError(f"ctx_sums has {len(ctx_sums)} entries for {steps} steps")
         total, parts, hidden = self._price(b, ctx_sums)
-        return _shape_run(steps, total, parts, hidden, with_hidden, compact)
-
-    def _table(self, b: BatchShape, last_ctx_sum: int) -> _ContextTable | None:
-        """The step-cost table of b's shape (b without its context sum) covering context sums
-        b.decode_ctx_sum..last_ctx_sum: found, extended (each growth adds at least the width it had, so every
-        entry is priced O(1) times), or built. Tables are evicted least recently used first to stay within
-        TABLE_ENTRIES; None when one table alone would exceed it."""
-        key = b[:6] + b[7:]  # every field but decode_ctx_sum
-        first = b.decode_ctx_sum
-        tables = self._tables
-        table = tables.get(key)
-        if table is not None:
-            tables.move_to_end(key)
-            if table.lo <= first and last_ctx_sum < table.hi:
-                return table
-            width = table.hi - table.lo
-            if last_ctx_sum < table.lo - width or first >= table.hi + width:
-                table = None  # far from what the table holds: start a new one here rather than fill the gap
-            else:
-                lo = table.lo if first >= table.lo else max(0, first - width)
-                hi = table.hi if last_ctx_sum < table.hi else last_ctx_sum + 1 + width
-        if table is None:
-            lo, hi = max(0, first - 256), last_ctx_sum + 1 + max(1024, last_ctx_sum + 1 - first)
-        if hi - lo > TABLE_ENTRIES:
-            return None
-        base = b._replace(decode_ctx_sum=0)
-        segments = [(lo, hi)] if table is None else [(lo, table.lo), (table.hi, hi)]
-        priced = [(a, z, self._price(base, np.arange(a, z, dtype=np.float64))) for a, z in segments if z > a]
-        replaced = tables.pop(key, None)
-        if replaced is not None:
-            self._table_entries -= replaced.hi - replaced.lo
-        table = tables[key] = _ContextTable.join(table, priced)
-        self._table_entries += table.hi - table.lo
-        while self._table_entries > TABLE_ENTRIES and len(tables) > 1:
-            _, old = tables.popitem(last=False)
-            self._table_entries -= old.hi - old.lo
-        return table
+        return StepTable.priced(0, steps, total, parts, hidden).run_arrays(0, 1, steps, with_hidden, compact)
 
 
 class _MixedForm:
@@ -351,85 +307,3 @@ class _MixedForm:
         gpu = self.gpu_ref + d
         parts["overhead"] = float(m.host.seconds(self.launches, gpu, self.rank_tokens))
         return StepCost(total_s=gpu + parts["overhead"], parts=parts, hidden_s=self.hidden)
-
-
-# Step costs held in context tables per cost model (each entry: the total and the parts that vary with context;
-# 1 M entries is 8-32 MB, and larger caps were measured no faster on ecommerce_peak and deepseek_v3_day).
-TABLE_ENTRIES = 1 << 20
-
-
-def _compact(value):
-    """`_price` results over an array of contexts: arrays for what varies with the context, floats for the rest."""
-    return value if np.ndim(value) else float(value)
-
-
-def _shape_run(steps: int, total, parts: dict, hidden, with_hidden: bool, compact: bool):
-    """decode_run's return value from the (possibly scalar) results of `_price` over a run's contexts."""
-    total = np.broadcast_to(total, (steps,)).copy()
-    if compact:
-        parts = {k: _compact(parts[k]) for k in PARTS}
-        return (total, parts, _compact(hidden)) if with_hidden else (total, parts)
-    parts = {k: np.broadcast_to(parts[k], (steps,)).copy() for k in PARTS}
-    hidden = np.broadcast_to(hidden, (steps,)).copy()
-    return (total, parts, hidden) if with_hidden else (total, parts)
-
-
-class _ContextTable:
-    """One decode-only shape's step costs at context sums lo..hi-1, from vectorised `_price` calls.
-
-    Element c is bit-for-bit what `step_cost` gives with decode_ctx_sum = c (the array and float paths of
-    `_price` are the same IEEE operations; tests/cost/test_decode_run.py), so a run read from the table equals
-    stepping. A run with contexts c0, c0 + n, c0 + 2n, ... is a strided slice."""
-
-    __slots__ = ("lo", "hi", "total", "parts", "hidden", "varying")
-
-    def __init__(self, lo: int, hi: int, total: np.ndarray, parts: dict, hidden) -> None:
-        self.lo, self.hi, self.total, self.parts, self.hidden = lo, hi, total, parts, hidden
-        self.varying = [k for k, v in parts.items() if isinstance(v, np.ndarray)]
-        for v in (total, hidden, *parts.values()):  # runs hand out views: nothing may write into the table
-            if isinstance(v, np.ndarray):
-                v.setflags(write=False)
-
-    @staticmethod
-    def join(old: _ContextTable | None, priced: list) -> _ContextTable:
-        """`old` extended by `priced` segments [(lo, hi, (total, parts, hidden))], below and/or above it."""
-        pieces = []
-        for lo, hi, (total, parts, hidden) in priced:
-            n = hi - lo
-            pieces.append(_ContextTable(lo, hi, np.broadcast_to(total, (n,)), {k: _compact(parts[k]) for k in PARTS},
-                                        _compact(hidden)))
-        if old is not None:
-            pieces.append(old)
-        pieces.sort(key=lambda t: t.lo)
-        if len(pieces) == 1:
-            t = pieces[0]
-            return _ContextTable(t.lo, t.hi, t.total.copy(), dict(t.parts), t.hidden)
-
-        def cat(values):
-            return np.concatenate(values) if isinstance(values[0], np.ndarray) else values[0]
-        return _ContextTable(pieces[0].lo, pieces[-1].hi, np.concatenate([t.total for t in pieces]),
-                             {k: cat([t.parts[k] for t in pieces]) for k in PARTS}, cat([t.hidden for t in pieces]))
-
-    def step(self, ctx_sum: int) -> StepCost:
-        i = ctx_sum - self.lo
-        parts = self.parts.copy()
-        for k in self.varying:
-            parts[k] = float(parts[k][i])
-        hidden = float(self.hidden[i]) if isinstance(self.hidden, np.ndarray) else self.hidden
-        return StepCost(total_s=float(self.total[i]), parts=parts, hidden_s=hidden)
-
-    def run(self, ctx0: int, seqs: int, steps: int, with_hidden: bool, compact: bool):
-        first = ctx0 - self.lo
-        sl = slice(first, first + seqs * steps, seqs)
-        if compact:  # (views of the table: the caller copies what it changes)
-            total = self.total[sl]
-            parts = self.parts.copy()
-            for k in self.varying:
-                parts[k] = parts[k][sl]
-            hidden = self.hidden[sl] if isinstance(self.hidden, np.ndarray) else self.hidden
-        else:
-            total = self.total[sl].copy()
-            parts = {k: (v[sl].copy() if isinstance(v, np.ndarray) else np.full(steps, v))
-                     for k, v in self.parts.items()}
-            hidden = self.hidden[sl].copy() if isinstance(self.hidden, np.ndarray) else np.full(steps, self.hidden)
-        return (total, parts, hidden) if with_hidden else (total, parts)

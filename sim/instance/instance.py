@@ -11,6 +11,7 @@ import numpy as np
 import simpy
 
 from sim.cost.base import PARTS, CostModel, StepCost
+from sim.cost.tables import StepTable
 from sim.instance.batch import ScheduledBatch, decodes_after
 from sim.instance.batching import BatchingPolicy
 from sim.instance.batching.base import accept_tokens, bulk_decode
@@ -22,38 +23,50 @@ IDLE, WAKE, TIMER, STEP, RUN, APPLY = "idle", "wake", "timer", "step", "run", "a
 
 
 class _Run:
-    """A run of iterations in flight: `ends[j]` is the end of its iteration j (absolute simulated s); `m`
-    iterations are taken (fewer than planned when an arrival cut it short). Its decode iterations are `batch`,
-    priced by the run (`parts`, `hidden`: per-step arrays or constants); with a `head` (a batch and its StepCost),
-    iteration 0 is that batch, whose prefills finish there, and the decodes follow it."""
+    """A run of iterations in flight from `start_s`: `m` iterations are taken (fewer than planned when an arrival
+    cut it short), the last ending at `end_s`. Its decode iterations are `batch`, priced by the strided slice
+    `table.times[first + j * stride]`; with a `head` (a batch and its StepCost), iteration 0 is that batch, whose
+    prefills finish at `head_end_s`, and the decodes follow it. Iteration ends are summed from the start in
+    order, one addition per iteration: the same sums that stepping one iteration at a time makes."""
 
-    __slots__ = ("batch", "start_s", "ends", "parts", "hidden", "m", "head")
+    __slots__ = ("batch", "start_s", "table", "first", "stride", "m", "end_s", "head", "head_end_s")
 
-    def __init__(self, batch: ScheduledBatch, start_s: float, ends: np.ndarray, parts: dict, hidden,
-                 head: tuple[ScheduledBatch, StepCost] | None) -> None:
-        self.batch, self.start_s, self.ends, self.parts, self.hidden = batch, start_s, ends, parts, hidden
-        self.m = len(ends)
-        self.head = head
+    def __init__(self, batch: ScheduledBatch, start_s: float, table: StepTable, first: int, stride: int, m: int,
+                 head: tuple[ScheduledBatch, StepCost] | None, head_end_s: float) -> None:
+        self.batch, self.start_s, self.table, self.first, self.stride = batch, start_s, table, first, stride
+        self.head, self.head_end_s = head, head_end_s
+        self.m = m
+        self.end_s = self.end_of(m)
 
-
-def _run_parts(parts: dict, m: int, busy_s: float) -> dict:
-    """Each part's seconds over the first m iterations of a run. Parts constant along the run are multiplied;
-    when only one part varies (decode attention, as a rule), it is the busy time minus the others (the parts sum
-    to the total), which saves summing its array."""
-    out, varying = {}, []
-    rest = 0.0
-    for k, v in parts.items():
-        if isinstance(v, np.ndarray):
-            varying.append(k)
+    def end_of(self, m: int) -> float:
+        """When iteration m - 1 ends (m >= 1)."""
+        times, i, stride = self.table.times, self.first, self.stride
+        if self.head is None:
+            t, k = self.start_s, m
         else:
-            out[k] = v * m
-            rest += out[k]
-    if len(varying) == 1:
-        out[varying[0]] = max(0.0, busy_s - rest)
-    else:
-        for k in varying:
-            out[k] = float(parts[k][:m].sum())
-    return out
+            t, k = self.head_end_s, m - 1
+        for _j in range(k):  # (a named counter: mypyc boxes `_`)
+            t += times[i]
+            i += stride
+        return t
+
+    def iterations_until(self, now: float) -> int:
+        """Iterations up to and including the first one that ends at or after `now` (m + 1 when none of the m
+        taken does)."""
+        times, i, stride = self.table.times, self.first, self.stride
+        if self.head is None:
+            t, j = self.start_s, 0
+        else:
+            t, j = self.head_end_s, 1
+            if t >= now:
+                return 1
+        while j < self.m:
+            t += times[i]
+            i += stride
+            j += 1
+            if t >= now:
+                return j
+        return self.m + 1
 
 
 class Instance:
@@ -223,56 +236,50 @@ class Instance:
         whose first token comes at the end of the first iteration is announced now, stamped with that time."""
         start = float(self.env.now)
         head = None
+        head_end_s = start
         if batch.shape.prefill_seqs:
             cost = self.cost.step_cost(batch.shape)
             head = (batch, cost)
-            end0 = start + cost.total_s
+            head_end_s = start + cost.total_s
             if self.on_first_token is not None:
                 for req, _ in batch.items:
                     if req.num_output_tokens == 0:
-                        self.on_first_token(req, end0)
+                        self.on_first_token(req, head_end_s)
             batch = decodes_after(batch)
-            rest, parts, hidden = self.cost.decode_run(batch.shape, steps - 1, with_hidden=True, compact=True)
-            totals = np.empty(steps)
-            totals[0] = end0
-            totals[1:] = rest
+            table, first, stride = self.cost.decode_steps(batch.shape, steps - 1)
         else:
-            step_s, parts, hidden = self.cost.decode_run(batch.shape, steps, with_hidden=True, compact=True)
-            totals = step_s.copy()  # (compact results may be views of the cost model's tables)
-            totals[0] += start
-        ends = np.add.accumulate(totals, out=totals)  # sequential: ((start + t0) + t1) + ..., as stepping adds
-        self._run = _Run(batch, start, ends, parts, hidden, head)
-        self._at(float(ends[-1]) - start, RUN)
+            table, first, stride = self.cost.decode_steps(batch.shape, steps)
+        run = self._run = _Run(batch, start, table, first, stride, steps, head, head_end_s)
+        self._at(run.end_s - start, RUN)
 
     def _cut_run(self) -> None:
         """An arrival during a run: the iteration in progress finishes, the ones after it are not taken, and the
         new request can join at that boundary, as it would when stepping."""
         run, now = self._run, self.env.now
         assert run is not None
-        m = int(run.ends.searchsorted(now, "left")) + 1  # (the method: no Python-level wrapper)
+        m = run.iterations_until(now)
         if m >= run.m:
             return  # already ends at (or before) that boundary
         run.m = m
-        self._at(float(run.ends[m - 1]) - now, RUN)
+        run.end_s = run.end_of(m)
+        self._at(run.end_s - now, RUN)
 
     def _end_run(self) -> None:
         run, self._run = self._run, None
         assert run is not None
         m, batch, start_s = run.m, run.batch, run.start_s
-        busy_s = float(run.ends[m - 1]) - start_s
+        busy_s = run.end_s - start_s
         head_cost = None
         if run.head is not None:
             head, head_cost = run.head
             if m == 1:
                 self._apply_step(head, start_s, busy_s, head_cost, announced=True)
                 return
-            start_s = float(run.ends[0])
+            start_s = run.head_end_s
             self.policy.update_from_output(head, start_s)  # (nobody finishes there: the run was planned so)
         n = m if head_cost is None else m - 1  # decode iterations of `batch`, from start_s on
         bulk_decode(batch.items, n - 1, self.kv)
-        parts = _run_parts(run.parts, n, float(run.ends[m - 1]) - start_s)
-        hidden = run.hidden
-        hidden_s = float(hidden[:n].sum()) if isinstance(hidden, np.ndarray) else hidden * n
+        parts, hidden_s = run.table.run_parts(run.first, run.stride, n, run.end_s - start_s)
         if head_cost is not None:
             parts = {k: v + head_cost.parts[k] for k, v in parts.items()}
             hidden_s += head_cost.hidden_s

@@ -5,7 +5,7 @@ prompts of at most `threshold_tokens`; the rest take longer ones; least outstand
 """
 from __future__ import annotations
 
-from sim.router.base import BY_LOAD
+from sim.router.base import least_loaded
 
 
 class LengthAwareRouter:
@@ -20,4 +20,4 @@ class LengthAwareRouter:
             return instances[0]
         k = min(n - 1, max(1, round(n * self.short_fraction)))
         group = instances[:k] if req.prompt_tokens <= self.threshold_tokens else instances[k:]
-        return min(group, key=BY_LOAD)
+        return least_loaded(group)

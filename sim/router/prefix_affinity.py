@@ -3,7 +3,7 @@ instance is overloaded (more than `max_imbalance` outstanding requests above the
 case fall back to least outstanding. Requests without prefix hashes go least outstanding."""
 from __future__ import annotations
 
-from sim.router.base import BY_LOAD
+from sim.router.base import least_loaded
 
 
 class PrefixAffinityRouter:
@@ -13,7 +13,7 @@ class PrefixAffinityRouter:
         self.max_imbalance = max_imbalance
 
     def route(self, req, instances):
-        least = min(instances, key=BY_LOAD)
+        least = least_loaded(instances)
         hashes = req.prefix_hashes
         if hashes is None or len(hashes) == 0:
             return least

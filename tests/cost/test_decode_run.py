@@ -115,12 +115,12 @@ def test_mixed_steps_priced_from_a_kept_form_equal_full_pricing(name):
                                      "moe_cold", "gqa_sparse_fp8", "eager_launch_bound", "measured_gqa_dp"}), name
 
 
-def test_context_tables_extend_both_ways_and_stay_within_their_budget(monkeypatch):
+def test_context_tables_extend_both_ways_and_stay_within_their_budget():
     """Runs read from tables that are extended above and below and evicted least recently used first still
     equal step_cost element by element; the tables never hold more than TABLE_ENTRIES entries in all."""
-    from sim.cost import roofline
-    monkeypatch.setattr(roofline, "TABLE_ENTRIES", 20_000)
     cost = model(GQA, deployment={"host": {"cuda_graphs": False, "kernel_launch_host_s": 5e-4}})
+    kept = cost.steps
+    kept.max_entries = 20_000
     runs = [(8, 2_000, 50), (8, 1_900, 20), (8, 2_300, 100), (8, 20_000, 50), (8, 100, 40), (8, 9_000, 300), (3, 50, 10), (8, 30_000, 20), (5, 4_000, 100),
             (8, 100, 5), (64, 64 * 300, 30)]
     spans = []
@@ -130,14 +130,14 @@ def test_context_tables_extend_both_ways_and_stay_within_their_budget(monkeypatc
         for j in range(steps):
             one = cost.step_cost(first._replace(decode_ctx_sum=first.decode_ctx_sum + seqs * j))
             assert totals[j] == one.total_s and parts["overhead"][j] == one.parts["overhead"], (seqs, ctx_each, j)
-        assert cost._table_entries == sum(t.hi - t.lo for t in cost._tables.values()) <= 20_000
-        t = cost._tables[(0, 0, 0, 0, 0, seqs, seqs)]
+        assert kept.entries == sum(t.hi - t.lo for t in kept.tables.values()) <= 20_000
+        t = kept.tables[(0, 0, 0, 0, 0, seqs, seqs)]
         spans.append((t.lo, t.hi))
     assert spans[1][0] < spans[0][0] and spans[1][1] == spans[0][1]  # extended below
     assert spans[2][0] == spans[1][0] and spans[2][1] > spans[1][1]  # then above
-    assert [key[5] for key in cost._tables] == [3, 5, 8, 64]  # least recently used first
-    monkeypatch.setattr(roofline, "TABLE_ENTRIES", 6_000)
+    assert [key[5] for key in kept.tables] == [3, 5, 8, 64]  # least recently used first
+    kept.max_entries = 6_000
     totals, _ = cost.decode_run(decode(2, 1_000), 30)
     assert totals[-1] == cost.step_cost(decode(2, 1_029)).total_s
-    assert [key[5] for key in cost._tables][-1] == 2 and 3 not in [key[5] for key in cost._tables]
-    assert cost._table_entries == sum(t.hi - t.lo for t in cost._tables.values()) <= 6_000
+    assert [key[5] for key in kept.tables][-1] == 2 and 3 not in [key[5] for key in kept.tables]
+    assert kept.entries == sum(t.hi - t.lo for t in kept.tables.values()) <= 6_000
