@@ -2,7 +2,7 @@
 
 Requests are written into preallocated columns when they finish or are rejected (no per-request objects are
 kept afterwards); gauges (queues, KV, instances, busy time, cost) are sampled every `sample_interval_s` by a
-SimPy process. Percentiles over time are computed afterwards from the request columns.
+chain of SimPy timeouts. Percentiles over time are computed afterwards from the request columns.
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from array import array
 import numpy as np
 
 from scenarios.workload import Workload
+from sim.instance.instance import Instance
 from sim.instance.request_state import SimRequest
 
 STATUS = ("completed", "rejected", "unfinished")
@@ -110,7 +111,7 @@ def percentiles(values: np.ndarray) -> dict[str, float]:
 
 
 class Sampler:
-    """A SimPy process that samples the fleet's gauges every `interval_s` simulated seconds."""
+    """Samples the fleet's gauges every `interval_s` simulated seconds (a chain of SimPy timeouts)."""
 
     def __init__(self, env, cluster, interval_s: float, progress=None) -> None:
         self.env, self.cluster, self.interval_s = env, cluster, interval_s
@@ -125,7 +126,7 @@ class Sampler:
         self._pools = list(cluster.pools.values())
         self._last_busy = [0.0] * len(self._pools)
         self.peak_instances: dict[str, int] = dict.fromkeys(cluster.pools, 0)
-        self._process = env.process(self._run())
+        env.process(self._start())
 
     def columns(self) -> tuple[dict[str, np.ndarray], dict[str, list]]:
         """The samples as columns: (TS_COLUMNS -> float64 array per interval, POOL_COLUMNS -> list per
@@ -144,10 +145,20 @@ class Sampler:
                 pools[k] = col.astype(np.int64).tolist()
         return ts, pools
 
-    def _run(self):
-        while True:
-            yield self.env.timeout(self.interval_s)
-            self.sample()
+    def _start(self):
+        """A process only to start the chain (at the start of the run, as a process would): each sample is then a
+        timeout's callback, which costs a fraction of resuming a generator."""
+        self._next_tick()
+        return
+        yield
+
+    def _next_tick(self) -> None:
+        ev = self.env.timeout(self.interval_s)
+        ev.callbacks.append(self._tick)
+
+    def _tick(self, _event) -> None:
+        self.sample()
+        self._next_tick()
 
     def sample(self) -> None:
         env, cl, dt = self.env, self.cluster, self.interval_s
@@ -160,7 +171,8 @@ class Sampler:
         for pool_index, pool in enumerate(self._pools):
             starting = warm = n_active = draining = stopped = 0
             q, r, u, c, busy = len(pool.held), 0, 0, 0, 0.0
-            for i in pool.instances:  # one pass: this runs every sample interval over every instance
+            instances: list[Instance] = pool.instances
+            for i in instances:  # one pass: this runs every sample interval over every instance
                 state = i.state
                 busy += i.busy_s
                 if state == "active" or state == "draining":

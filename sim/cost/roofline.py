@@ -36,7 +36,7 @@ from sim.cost.host import HostOverhead, resolve_host
 from sim.cost.layers import COMPUTE_PARTS, LayerCost, LayerPricer, Work
 from sim.cost.layout import build_layout
 from sim.cost.pricer import OpPricer
-from sim.cost.tables import StepTable, StepTables
+from sim.cost.tables import ContextValues, MixedForm, StepTable, StepTables
 
 
 def _max(a, b):
@@ -88,7 +88,8 @@ class LayeredCostModel:
         self.acceptance = () if dep.mtp is None else dep.mtp.acceptance
         self._dense_layers = any(st.dense_layers for st in self.lay.stages)
         self._moe_layers = any(st.moe_layers for st in self.lay.stages)
-        self._forms: dict[tuple, _MixedForm | None] = {}  # mixed shapes without their context sum
+        self._forms: dict[tuple, MixedForm | None] = {}  # mixed shapes without their context sum
+        self._attention: dict[tuple, ContextValues] = {}  # decode attention by (decode work, context factor)
         self.steps = StepTables(self._price, self._price_step)  # kept step costs (context tables, exact shapes)
 
     @property
@@ -177,7 +178,7 @@ class LayeredCostModel:
 
     def _price(self, b: BatchShape, ctx, form: bool = False):
         """(total, parts, hidden communication) of shape b with decode_ctx_sum = ctx: floats for one context, arrays
-        (elementwise the same arithmetic) for an array of contexts. With `form`, a fourth item: the `_MixedForm`
+        (elementwise the same arithmetic) for an array of contexts. With `form`, a fourth item: the `MixedForm`
         of b's shape when its time is affine in the per-layer decode attention, else None."""
         dep, lay, lp = self.dep, self.lay, self.layers
         q = 1 + self.draft_tokens
@@ -225,9 +226,24 @@ class LayeredCostModel:
         # and nothing else depends on it, so gpu time and the attention part move by slots x layers x a.
         affine = u == 1 and len(lay.stages) == 1 and not drafts and b.decode_seqs > 0
         st = lay.stages[0]
-        return total, out, slots * hidden, (_MixedForm(
-            self, main, ctx_factor, float(lp.decode_attention(main, ctx)), slots * (st.dense_layers + st.moe_layers),
-            out, gpu, slots * hidden, slots * launches, rank_tokens) if affine else None)
+        if not affine:
+            return total, out, slots * hidden, None
+        return total, out, slots * hidden, MixedForm(
+            self._attention_values(main, ctx_factor), float(lp.decode_attention(main, ctx)),
+            slots * (st.dense_layers + st.moe_layers), {k: float(out[k]) for k in PARTS}, float(gpu),
+            float(slots * hidden), self.host, slots * launches, rank_tokens)
+
+    def _attention_values(self, main: Work, ctx_factor: float) -> ContextValues:
+        """The per-layer decode attention of `main`'s decodes at each decode context sum (shared by the mixed forms
+        with the same decode work)."""
+        key = (main.decode_seqs, main.queries, ctx_factor)
+        values = self._attention.get(key)
+        if values is None:
+            if len(self._attention) > 10_000:
+                self._attention.clear()
+            w, lp = main, self.layers
+            values = self._attention[key] = ContextValues(lambda ctx_sums: lp.decode_attention(w, ctx_sums * ctx_factor))
+        return values
 
     # -- the CostModel surface --------------------------------------------------------------------------------
     def step_cost(self, b: BatchShape) -> StepCost:
@@ -249,7 +265,7 @@ class LayeredCostModel:
 
     def _mixed_step(self, b: BatchShape) -> StepCost | None:
         """A step with prefill chunks and decodes, priced from the form kept for its shape (b without its context
-        sum) when its time is affine in the per-layer decode attention (`_MixedForm`): only the decode attention
+        sum) when its time is affine in the per-layer decode attention (`MixedForm`): only the decode attention
         is priced anew. None when the shape is known to have no such form (the caller prices it in full)."""
         key = b[:6] + b[7:]  # the shape without its context sum (a plain tuple: `_replace` is slow here)
         if key not in self._forms:
@@ -259,7 +275,7 @@ class LayeredCostModel:
             self._forms[key] = form
             return StepCost(total_s=float(total), parts={k: float(parts[k]) for k in PARTS}, hidden_s=float(hidden))
         form = self._forms[key]
-        return None if form is None else form.at(float(b.decode_ctx_sum))
+        return None if form is None else form.at(b.decode_ctx_sum)
 
     def decode_steps(self, b: BatchShape, steps: int) -> tuple[StepTable, int, int]:
         """A run of `steps` decode-only iterations of the same sequences, the first of shape b, every context one
@@ -282,28 +298,3 @@ class LayeredCostModel:
             raise ValueError(f"ctx_sums has {len(ctx_sums)} entries for {steps} steps")
         total, parts, hidden = self._price(b, ctx_sums)
         return StepTable.priced(0, steps, total, parts, hidden).run_arrays(0, 1, steps, with_hidden, compact)
-
-
-class _MixedForm:
-    """A mixed step's cost as a function of its decode context sum, for shapes where it is affine in the per-layer
-    decode attention a: attention part and gpu time are the reference step's plus slope x (a - a_ref); the host
-    overhead is recomputed from the gpu time (it may be launch-bound). Equal to `_price` up to rounding
-    (tests/cost/test_decode_run.py)."""
-
-    __slots__ = ("model", "main", "ctx_factor", "a_ref", "slope", "parts", "gpu_ref", "hidden", "launches",
-                 "rank_tokens")
-
-    def __init__(self, model, main, ctx_factor, a_ref, slope, parts, gpu_ref, hidden, launches, rank_tokens):
-        self.model, self.main, self.ctx_factor, self.a_ref, self.slope = model, main, ctx_factor, a_ref, slope
-        self.parts = {k: float(parts[k]) for k in PARTS}
-        self.gpu_ref, self.hidden = float(gpu_ref), float(hidden)
-        self.launches, self.rank_tokens = launches, rank_tokens
-
-    def at(self, ctx_sum: float) -> StepCost:
-        m = self.model
-        d = self.slope * (float(m.layers.decode_attention(self.main, ctx_sum * self.ctx_factor)) - self.a_ref)
-        parts = dict(self.parts)
-        parts["attention"] += d
-        gpu = self.gpu_ref + d
-        parts["overhead"] = float(m.host.seconds(self.launches, gpu, self.rank_tokens))
-        return StepCost(total_s=gpu + parts["overhead"], parts=parts, hidden_s=self.hidden)

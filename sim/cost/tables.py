@@ -3,13 +3,15 @@
 Per decode-only shape (a `BatchShape` without its context sum) a `StepTable` holds the step costs over a window
 of context sums; a run of decode iterations whose contexts grow by one token per sequence per step is a strided
 slice of it (`decode_steps`), and the simulator sums its times in compiled loops, without per-run arrays. Shapes
-with prefill chunks are kept by exact shape. `StepTables` owns both caches; the pricing itself comes from the cost
-model through two callbacks (`sim.cost.roofline`). Compiled with mypyc (setup.py).
+with prefill chunks are kept by exact shape, or, for mixed shapes (prefill chunks and decodes), as a `MixedForm`
+whose only context-dependent term, the decode attention, is read from `ContextValues`. `StepTables` owns the
+caches; the pricing itself comes from the cost model through callbacks (`sim.cost.roofline`). Compiled with mypyc
+(setup.py).
 """
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Callable
+from typing import Any, Callable, Final
 
 import numpy as np
 
@@ -19,6 +21,7 @@ from sim.cost.base import PARTS, BatchShape, StepCost
 # varies with the context: about 40 MB at most; larger caps were measured no faster on ecommerce_peak and
 # deepseek_v3_day).
 TABLE_ENTRIES = 1 << 20
+_N_PARTS: Final = len(PARTS)
 EXACT_ENTRIES = 200_000  # shapes kept by exact shape (prefill chunks rarely repeat exactly)
 
 
@@ -42,8 +45,10 @@ class StepTable:
         self.parts = parts
         self.hidden = hidden
         self.varying: list[str] = [k for k, v in parts.items() if isinstance(v, np.ndarray)]
-        self.const: list[tuple[str, float]] = [(k, float(v)) for k, v in parts.items()
-                                               if not isinstance(v, np.ndarray)]
+        # The parts in PARTS order as a vector: constants, and which positions vary instead.
+        self.const_vec: list[float] = [0.0 if isinstance(parts[k], np.ndarray) else float(parts[k]) for k in PARTS]
+        self.const_idx: list[int] = [j for j, k in enumerate(PARTS) if not isinstance(parts[k], np.ndarray)]
+        self.varying_idx: list[int] = [j for j, k in enumerate(PARTS) if isinstance(parts[k], np.ndarray)]
         for v in (hidden, *parts.values()):  # runs may hand out views: nothing may write into the table
             if isinstance(v, np.ndarray):
                 v.setflags(write=False)
@@ -79,20 +84,23 @@ class StepTable:
         hidden = float(self.hidden[i]) if isinstance(self.hidden, np.ndarray) else float(self.hidden)
         return StepCost(self.times[i], parts, hidden)
 
-    def run_parts(self, first: int, stride: int, n: int, busy_s: float) -> tuple[dict[str, float], float]:
-        """Each part's seconds over the n steps first, first + stride, ... (whose times sum to busy_s), and their
-        hidden communication. Constant parts are multiplied; when one part varies (decode attention, as a rule) it
-        is the busy time minus the others (the parts sum to the total), which saves summing it."""
-        out: dict[str, float] = {}
-        rest = 0.0
-        for k, v in self.const:
-            out[k] = v * n
-            rest += out[k]
-        if len(self.varying) == 1:
-            out[self.varying[0]] = max(0.0, busy_s - rest)
+    def run_parts(self, first: int, stride: int, n: int, busy_s: float) -> tuple[list[float], float]:
+        """Each part's seconds (PARTS order) over the n steps first, first + stride, ... (whose times sum to
+        busy_s), and their hidden communication. Constant parts are multiplied; when one part varies (decode
+        attention, as a rule) it is the busy time minus the others (the parts sum to the total), which saves
+        summing it."""
+        out = [0.0] * _N_PARTS
+        const, rest = self.const_vec, 0.0
+        for j in self.const_idx:
+            v = const[j] * n
+            out[j] = v
+            rest += v
+        varying = self.varying_idx
+        if len(varying) == 1:
+            out[varying[0]] = max(0.0, busy_s - rest)
         else:
-            for k in self.varying:
-                out[k] = _strided_sum(self.parts[k], first, stride, n)
+            for j in varying:
+                out[j] = _strided_sum(self.parts[PARTS[j]], first, stride, n)
         hidden = self.hidden
         hidden_s = _strided_sum(hidden, first, stride, n) if isinstance(hidden, np.ndarray) else float(hidden) * n
         return out, hidden_s
@@ -199,3 +207,67 @@ class StepTables:
             _, old = tables.popitem(last=False)
             self.entries -= old.hi - old.lo
         return table
+
+
+class ContextValues:
+    """A function of the decode context sum kept over a window of integer context sums: `at(c)` is `price` at c,
+    read from a list. The window grows geometrically towards the sums asked for (every value is priced O(1)
+    times) and starts afresh far away or past `max_width` (so it stays bounded)."""
+
+    def __init__(self, price: Callable[[Any], Any], max_width: int = 1 << 16) -> None:
+        self.price = price  # an array of context sums -> the values there (the same arithmetic as one sum)
+        self.max_width = max_width
+        self.lo = 0
+        self.values: list[float] = []
+
+    def at(self, ctx_sum: int) -> float:
+        i = ctx_sum - self.lo
+        if 0 <= i < len(self.values):
+            return self.values[i]
+        self._cover(ctx_sum)
+        return self.values[ctx_sum - self.lo]
+
+    def _cover(self, c: int) -> None:
+        lo, hi = self.lo, self.lo + len(self.values)
+        width = hi - lo
+        if not width or c < lo - width or c >= hi + width or 2 * width > self.max_width:
+            lo = max(0, c - 256)
+            self.lo, self.values = lo, self._priced(lo, c + 1024)
+        elif c < lo:
+            new_lo = max(0, c - width)
+            self.values = self._priced(new_lo, lo) + self.values
+            self.lo = new_lo
+        else:
+            self.values = self.values + self._priced(hi, c + 1 + width)
+
+    def _priced(self, lo: int, hi: int) -> list[float]:
+        values: list[float] = np.broadcast_to(np.asarray(self.price(np.arange(lo, hi, dtype=np.float64)),
+                                                         dtype=np.float64), (hi - lo,)).tolist()
+        return values
+
+
+class MixedForm:
+    """A mixed step's cost as a function of its decode context sum, for shapes where it is affine in the per-layer
+    decode attention a: the attention part and the GPU time are the reference step's plus slope x (a - a_ref);
+    the host overhead follows the GPU time when the step runs eagerly (it may be launch-bound). Equal to the full
+    composition up to rounding (tests/cost/test_decode_run.py)."""
+
+    def __init__(self, attention: ContextValues, a_ref: float, slope: float, parts: dict[str, float], gpu_ref: float,
+                 hidden_s: float, host: Any, launches: float, rank_tokens: float) -> None:
+        self.attention = attention  # the per-layer decode attention at each context sum
+        self.a_ref, self.slope = a_ref, slope
+        self.parts = parts
+        self.gpu_ref, self.hidden_s = gpu_ref, hidden_s
+        self.host = host  # sim.cost.host.HostOverhead
+        self.launches, self.rank_tokens = launches, rank_tokens
+        self.graphed: bool = bool(host.graphed(rank_tokens))
+        self.graphed_s = float(host.step_overhead_s)
+
+    def at(self, ctx_sum: int) -> StepCost:
+        d = self.slope * (self.attention.at(ctx_sum) - self.a_ref)
+        parts = dict(self.parts)
+        parts["attention"] += d
+        gpu = self.gpu_ref + d
+        overhead = self.graphed_s if self.graphed else float(self.host.seconds(self.launches, gpu, self.rank_tokens))
+        parts["overhead"] = overhead
+        return StepCost(gpu + overhead, parts, self.hidden_s)

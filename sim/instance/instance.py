@@ -7,6 +7,8 @@ is ignored), so a request joins exactly where stepping one iteration at a time w
 """
 from __future__ import annotations
 
+from typing import Final
+
 import numpy as np
 import simpy
 
@@ -17,6 +19,9 @@ from sim.instance.batching import BatchingPolicy
 from sim.instance.batching.base import accept_tokens, bulk_decode
 from sim.instance.kv_cache import BlockManager
 from sim.instance.request_state import SimRequest
+
+_PARTS: Final[tuple[str, ...]] = PARTS  # (Final: a native constant in compiled code, not a globals lookup)
+_N_PARTS: Final = len(PARTS)
 
 # What the instance is doing between events.
 IDLE, WAKE, TIMER, STEP, RUN, APPLY = "idle", "wake", "timer", "step", "run", "apply"
@@ -106,7 +111,7 @@ class Instance:
         self.stopped_s = float("nan")     # when it stopped (billing ends)
         self.busy_s = 0.0
         self.iterations = 0
-        self.parts_s = dict.fromkeys(PARTS, 0.0)
+        self._parts_acc = [0.0] * _N_PARTS  # seconds per part, PARTS order (see `parts_s`)
         self.last_step_end_s = 0.0
         self.clock_ok = True
         self.outstanding = 0  # requests held (waiting + running): submitted minus left, read by every routing
@@ -136,6 +141,11 @@ class Instance:
             self.on_stopped(self)
 
     @property
+    def parts_s(self) -> dict[str, float]:
+        """Seconds of iterations by part (`sim.cost.base.PARTS`), summed over everything this instance ran."""
+        return dict(zip(PARTS, self._parts_acc))
+
+    @property
     def state(self) -> str:
         return self._state
 
@@ -156,7 +166,7 @@ class Instance:
         mode = self._mode
         if mode is RUN:
             if self.policy.joins_next_boundary():
-                self._cut_run()
+                self._cut_run(now)
         elif wakes is not None and (mode is IDLE or mode is TIMER) and self._can_plan():
             self._pending, self._mode = None, WAKE
             wakes.append(self)
@@ -167,7 +177,7 @@ class Instance:
         """Plan now (an instance `submit` put on a wake-up list)."""
         if self._mode is WAKE and self._pending is None:
             self._mode = APPLY
-            self._next()
+            self._next(self.env.now)
 
     # -- events -----------------------------------------------------------------------------------------------
     def _at(self, delay_s: float, mode: str) -> None:
@@ -186,55 +196,56 @@ class Instance:
     def _on_event(self, ev: simpy.Event) -> None:
         if ev is not self._pending:
             return  # stale: a timer overtaken by a wake-up, or a run end moved earlier by an arrival
-        mode = self._mode
+        mode, now = self._mode, self.env.now  # (`now` is read once per event and handed down)
         self._pending = None
         self._mode = APPLY
         if mode is STEP:
-            self._end_step()
+            self._end_step(now)
         elif mode is RUN:
-            self._end_run()
-        self._next()
+            self._end_run(now)
+        self._next(now)
 
-    def _next(self) -> None:
-        out = self.policy.schedule(self.env.now)
+    def _next(self, now: float) -> None:
+        out = self.policy.schedule(now)
         if out is None:
             self._mode = IDLE
             if self.state == "draining" and self.outstanding == 0:
                 self._stop()
             return
         if not isinstance(out, ScheduledBatch):
-            self._at(max(0.0, out - self.env.now), TIMER)
+            self._at(max(0.0, out - now), TIMER)
             return
         steps = self.policy.steady_steps(out) if self.fast_forward else 0
         if steps >= 2:
-            self._start_run(out, steps)
+            self._start_run(out, steps, now)
             return
         cost = self.cost.step_cost(out.shape)
         if out.load_s:
             parts = dict(cost.parts)
             parts["communication"] += out.load_s
             cost = StepCost(cost.total_s + out.load_s, parts, cost.hidden_s)
-        self._step = (out, float(self.env.now), cost)
+        self._step = (out, float(now), cost)
         self._at(cost.total_s, STEP)
 
-    def _end_step(self) -> None:
+    def _end_step(self, now: float) -> None:
         assert self._step is not None
         batch, start, cost = self._step
         self._step = None
-        self._apply_step(batch, start, cost.total_s, cost)
+        self._apply_step(batch, start, cost.total_s, cost, now)
 
-    def _apply_step(self, batch: ScheduledBatch, start_s: float, busy_s: float, cost: StepCost,
+    def _apply_step(self, batch: ScheduledBatch, start_s: float, busy_s: float, cost: StepCost, now: float,
                     announced: bool = False) -> None:
         """Account and apply one iteration (a step, or a run cut after its first iteration)."""
         self.hidden_s += cost.hidden_s
-        self._account(start_s, busy_s, 1, cost.parts)
-        self._apply(batch, announced)
+        parts = cost.parts
+        self._account(start_s, busy_s, 1, [parts[k] for k in _PARTS], now)
+        self._apply(batch, now, announced)
 
-    def _start_run(self, batch: ScheduledBatch, steps: int) -> None:
+    def _start_run(self, batch: ScheduledBatch, steps: int, now: float) -> None:
         """Price `steps` iterations at once, decodes of the same members from the second on (the first may finish
         prefills): exactly what stepping one by one gives, the ends being the same sequential sums. A request
         whose first token comes at the end of the first iteration is announced now, stamped with that time."""
-        start = float(self.env.now)
+        start = float(now)
         head = None
         head_end_s = start
         if batch.shape.prefill_seqs:
@@ -252,10 +263,10 @@ class Instance:
         run = self._run = _Run(batch, start, table, first, stride, steps, head, head_end_s)
         self._at(run.end_s - start, RUN)
 
-    def _cut_run(self) -> None:
+    def _cut_run(self, now: float) -> None:
         """An arrival during a run: the iteration in progress finishes, the ones after it are not taken, and the
         new request can join at that boundary, as it would when stepping."""
-        run, now = self._run, self.env.now
+        run = self._run
         assert run is not None
         m = run.iterations_until(now)
         if m >= run.m:
@@ -264,7 +275,7 @@ class Instance:
         run.end_s = run.end_of(m)
         self._at(run.end_s - now, RUN)
 
-    def _end_run(self) -> None:
+    def _end_run(self, now: float) -> None:
         run, self._run = self._run, None
         assert run is not None
         m, batch, start_s = run.m, run.batch, run.start_s
@@ -273,7 +284,7 @@ class Instance:
         if run.head is not None:
             head, head_cost = run.head
             if m == 1:
-                self._apply_step(head, start_s, busy_s, head_cost, announced=True)
+                self._apply_step(head, start_s, busy_s, head_cost, now, announced=True)
                 return
             start_s = run.head_end_s
             self.policy.update_from_output(head, start_s)  # (nobody finishes there: the run was planned so)
@@ -281,21 +292,25 @@ class Instance:
         bulk_decode(batch.items, n - 1, self.kv)
         parts, hidden_s = run.table.run_parts(run.first, run.stride, n, run.end_s - start_s)
         if head_cost is not None:
-            parts = {k: v + head_cost.parts[k] for k, v in parts.items()}
+            head_parts = head_cost.parts
+            for j in range(_N_PARTS):
+                parts[j] += head_parts[_PARTS[j]]
             hidden_s += head_cost.hidden_s
-        self._account(run.start_s, busy_s, m, parts)
+        self._account(run.start_s, busy_s, m, parts, now)
         self.hidden_s += hidden_s
-        self._apply(batch)
+        self._apply(batch, now)
 
     # -- bookkeeping ------------------------------------------------------------------------------------------
-    def _account(self, start_s: float, busy_s: float, iterations: int, parts: dict) -> None:
-        if self.env.now < start_s or start_s < self.last_step_end_s:
+    def _account(self, start_s: float, busy_s: float, iterations: int, parts: list[float], now: float) -> None:
+        """Count iterations that ran from start_s to now, with their seconds by part (PARTS order)."""
+        if now < start_s or start_s < self.last_step_end_s:
             self.clock_ok = False
-        self.last_step_end_s = self.env.now
+        self.last_step_end_s = now
         self.busy_s += busy_s
         self.iterations += iterations
-        for k, v in parts.items():
-            self.parts_s[k] += v
+        acc = self._parts_acc
+        for j in range(_N_PARTS):
+            acc[j] += parts[j]
 
     def _accept_drafts(self, batch: ScheduledBatch, now: float) -> list[SimRequest]:
         """Tokens accepted beyond the one each decode emits: draft i is accepted with probability acceptance[i]
@@ -315,9 +330,8 @@ class Instance:
                 done.append(req)
         return done
 
-    def _apply(self, batch: ScheduledBatch, announced: bool = False) -> None:
+    def _apply(self, batch: ScheduledBatch, now: float, announced: bool = False) -> None:
         """Apply an iteration that ended now; `announced`: its first tokens were already announced."""
-        now = self.env.now
         finished = self.policy.update_from_output(batch, now)
         if self.draft_tokens:
             finished += self._accept_drafts(batch, now)
