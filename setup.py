@@ -32,6 +32,10 @@ COMPILED = [
     "sim/instance/batching/base.py",
     "sim/instance/batching/continuous.py",
     "sim/cost/tables.py",
+    "sim/cost/roofline.py",
+    "sim/cost/layers.py",
+    "sim/cost/pricer.py",
+    "sim/cost/host.py",
 ]
 # sim/compiled.py (standard library only) owns the manifest; loaded as a file, since importing the package
 # would run its import-time guard.

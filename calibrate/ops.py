@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 OPS: tuple[str, ...] = (
     "gemm",            # dense linear layer: [M,K] x [K,N]
@@ -51,7 +52,7 @@ def roofline_s(flops: float, bytes_: float, peak_flops_per_s: float, mem_bytes_p
     return max(flops / peak_flops_per_s, bytes_ / mem_bytes_per_s)
 
 
-def gemm_work(m_tokens: int | float, n: int, k: int, dtype: str) -> tuple[float, float]:
+def gemm_work(m_tokens: float, n: float, k: float, dtype: str) -> tuple[float, float]:
     """(flops, bytes) of C[M,N] = A[M,K] @ W[K,N]: weights read once, activations in, bf16 out."""
     fmt = check_dtype(dtype)
     flops = 2.0 * m_tokens * n * k
@@ -59,7 +60,7 @@ def gemm_work(m_tokens: int | float, n: int, k: int, dtype: str) -> tuple[float,
     return flops, bytes_
 
 
-def moe_gemm_work(tokens_routed: float, active_experts: float, n: int, k: int, dtype: str) -> tuple[float, float]:
+def moe_gemm_work(tokens_routed: float, active_experts: float, n: float, k: float, dtype: str) -> tuple[float, float]:
     """(flops, bytes) of a grouped GEMM: `tokens_routed` (tokens x top-k) rows spread over `active_experts`
     experts, each expert's [K,N] weight read once."""
     fmt = check_dtype(dtype)
@@ -81,18 +82,20 @@ def attn_prefill_work(q_tokens_sq_sum: float, q_ctx_sum: float, q_tokens: float,
     return flops, bytes_
 
 
-def attn_decode_work(num_seqs: float, ctx_tokens_sum: float, heads: int, kv_heads: int, head_dim: int,
-                     kv_bytes: float = 2.0) -> tuple[float, float]:
-    """(flops, bytes) of paged decode attention: each sequence's whole K and V cache read once."""
+def attn_decode_work(num_seqs: float, ctx_tokens_sum: Any, heads: int, kv_heads: int, head_dim: int,
+                     kv_bytes: float = 2.0) -> tuple[Any, Any]:
+    """(flops, bytes) of paged decode attention: each sequence's whole K and V cache read once (arrays when
+    `ctx_tokens_sum` is an array of context sums, as over a run of decode steps)."""
     flops = 4.0 * heads * head_dim * ctx_tokens_sum
     bytes_ = 2.0 * ctx_tokens_sum * kv_heads * head_dim * kv_bytes + 2.0 * num_seqs * heads * head_dim * 2.0
     return flops, bytes_
 
 
-def attn_mla_decode_work(num_seqs: float, ctx_tokens_sum: float, heads: int, kv_lora_rank: int,
-                         rope_dim: int, kv_bytes: float = 2.0) -> tuple[float, float]:
+def attn_mla_decode_work(num_seqs: float, ctx_tokens_sum: Any, heads: int, kv_lora_rank: int,
+                         rope_dim: int, kv_bytes: float = 2.0) -> tuple[Any, Any]:
     """(flops, bytes) of MLA decode with absorbed weights: scores over (rank + rope) dims, values over rank dims;
-    one latent vector of (rank + rope) per token read once and shared by all heads."""
+    one latent vector of (rank + rope) per token read once and shared by all heads (arrays over an array of
+    context sums)."""
     flops = 2.0 * heads * ctx_tokens_sum * (kv_lora_rank + rope_dim) + 2.0 * heads * ctx_tokens_sum * kv_lora_rank
     bytes_ = ctx_tokens_sum * (kv_lora_rank + rope_dim) * kv_bytes + num_seqs * heads * (kv_lora_rank * 2 + rope_dim) * 2.0
     return flops, bytes_

@@ -58,6 +58,7 @@ def resolve_host(opts: HostOptions, conf_step_overhead_s: float, profile: Profil
     measured = (profile.provenance.get("host_overhead") if profile is not None else None) or {}
     step, launch, source = conf_step_overhead_s, DEFAULT_KERNEL_LAUNCH_HOST_S, "conf/cost + default"
     if measured:
+        assert profile is not None
         step = float(measured.get("step_overhead_s", step))
         launch = float(measured.get("kernel_launch_host_s", launch))
         source = f"profile {profile.path}"

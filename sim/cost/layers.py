@@ -8,7 +8,7 @@ that may overlap compute (TP all-reduce, EP dispatch and combine) and the host f
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -132,7 +132,7 @@ class LayerPricer:
         array for a run of steps; both go through `OpPricer.time_s_array`, so they agree exactly."""
         m, s, seqs = self.m, self.dep.sparse_attention, w.decode_seqs
         heads = int(round(self.heads)) * w.queries  # draft tokens being verified attend like extra heads
-        t = 0.0
+        t: Any = 0.0  # (an array over a run's contexts)
         if s is not None:
             ib = ops.check_dtype(s.indexer_dtype)["act_bytes"]
             t = self.pricer.time_s_array("attn_decode", s.indexer_dtype,
@@ -156,6 +156,7 @@ class LayerPricer:
         """(router + shared-expert GEMM seconds, routed-expert seconds, all-to-all seconds, host fetch seconds,
         routed rows this device's experts compute)."""
         lay, e, H, T = self.lay, self.m.moe, self.m.hidden_size, w.tokens
+        assert e is not None  # (called for MoE layers only)
         dense = self.gemm(T, e.num_experts, H, "bf16")
         if e.shared_experts:
             si, f = e.expert_intermediate_size / lay.tp * e.shared_experts, self.fmt["shared_experts"]
@@ -167,7 +168,7 @@ class LayerPricer:
             rows = mean_rows * skew
             slots = lay.expert_slots_per_layer / lay.ep
             active = min(rows, ex.active_experts(slots, e.num_experts, e.top_k, w.moe_tokens))
-            inter = e.expert_intermediate_size
+            inter = float(e.expert_intermediate_size)
         else:
             rows = T * e.top_k
             active = ex.active_experts(e.num_experts, e.num_experts, e.top_k, T)
@@ -181,8 +182,8 @@ class LayerPricer:
         if lay.ep > 1:
             c = self.dep.communication
             wire = max(T * e.top_k / lay.tp, rows)
-            comm = sum(self.links.all_to_all_s(wire, H * ops.check_dtype(dt)["act_bytes"], e.top_k, c.node_dedup)
-                       for dt in (c.dispatch_dtype, c.combine_dtype))
+            for dt in (c.dispatch_dtype, c.combine_dtype):
+                comm += self.links.all_to_all_s(wire, H * ops.check_dtype(dt)["act_bytes"], e.top_k, c.node_dedup)
         hits = ex.expected_cold_hits(lay.cold_experts, self.cold_share, e.top_k, w.moe_tokens)
         fetch = self.links.host_fetch_s(hits / lay.ep * self.expert_bytes)
         return dense, routed, comm, fetch, rows
@@ -212,16 +213,18 @@ class LayerPricer:
         # Elementwise: norms, residuals and rotary over the rank's tokens; the activation over the MLP's rows. The
         # activation width follows calibrate.shapes.elementwise_dims (the routed experts' for every layer of an
         # MoE model), except under EP, where the routed rows a device receives replace the rank's tokens x top-k.
-        inter = (m.intermediate_size if m.moe is None else m.moe.expert_intermediate_size * m.moe.top_k) / lay.tp
+        e = m.moe
+        inter = (m.intermediate_size if e is None else e.expert_intermediate_size * e.top_k) / lay.tp
         act = T * 2 * inter
         if moe:
+            assert e is not None  # (MoE layers exist only in MoE models)
             dense, routed, a2a, fetch, rows = self.moe_ffn(w)
             if lay.ep > 1:
-                act = rows * 2 * m.moe.expert_intermediate_size
+                act = rows * 2 * e.expert_intermediate_size
             parts["dense_gemm"] += dense
             parts["moe_gemm"] = routed
             comm += a2a
-            launches += 1 + 2 * bool(m.moe.shared_experts) + 2 + 2 * (lay.ep > 1)
+            launches += 1 + 2 * bool(e.shared_experts) + 2 + 2 * (lay.ep > 1)
         else:
             parts["dense_gemm"] += self.dense_ffn(T)
             launches += 2

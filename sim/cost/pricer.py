@@ -7,6 +7,8 @@ were priced from which source, so every run can say what its numbers rest on.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from calibrate.ops import check_dtype, roofline_s
@@ -32,11 +34,12 @@ class OpPricer:
 
     def _resolve(self, op: str, dtype: str) -> tuple[EfficiencyCurve, float, float]:
         compute = check_dtype(dtype)["compute"]
-        curve = self.profile.curve(op, dtype) if self.profile is not None else None
-        if curve is not None:
-            peaks = self.profile.peak_flops_per_s
+        profile = self.profile
+        curve = profile.curve(op, dtype) if profile is not None else None
+        if profile is not None and curve is not None:
+            peaks = profile.peak_flops_per_s
             peak = peaks.get(compute) or peaks["bf16"]
-            entry = (curve, peak, self.profile.mem_bytes_per_s)
+            entry = (curve, peak, profile.mem_bytes_per_s)
             self.measured.add((op, dtype))
         else:
             eff = self._efficiency.get(op)
@@ -72,6 +75,7 @@ class OpPricer:
             return float(self.time_s_array(op, dtype, np.array([flops], dtype=np.float64),
                                            np.array([bytes_], dtype=np.float64))[0])
         roof = np.maximum(flops / peak, bytes_ / bw) / scale
+        eff: Any  # (a float, or an array over a run's steps)
         if len(curve.roofline_s) == 1:
             eff = curve.efficiency[0]
         else:

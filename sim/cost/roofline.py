@@ -154,7 +154,7 @@ class LayeredCostModel:
 
     def _stage(self, st, kinds: dict, draft: list, head_s: float, u: int):
         """(parts, hidden communication, launches) of one micro-batch slot of stage `st`."""
-        parts = dict.fromkeys(COMPUTE_PARTS + ("communication",), 0.0)
+        parts: dict[str, Any] = dict.fromkeys(COMPUTE_PARTS + ("communication",), 0.0)
         comm_work, fetch, launches = 0.0, 0.0, 0
         layers = [(kinds[kind], n, kind == (st.moe_layers > 0))
                   for kind, n in ((False, st.dense_layers), (True, st.moe_layers)) if n]
@@ -195,10 +195,10 @@ class LayeredCostModel:
         draft = [(lp.layer(w, ctx, moe=self.m.moe is not None), lp.eh_proj(w.tokens) + lp.lm_head(rows))
                  for w, rows in drafts]
         head_s = lp.lm_head(head_rows)
-        best = None
+        best: Any = None  # (Any: floats for one context, arrays over a run's contexts)
         for st in lay.stages:
             parts, hidden, launches = self._stage(st, kinds, draft, head_s, u)
-            t = 0.0
+            t: Any = 0.0
             for k in parts:
                 t = t + parts[k]
             if best is None:
@@ -213,11 +213,11 @@ class LayeredCostModel:
         send = self.links.pp_send_s(main.tokens * u * self.m.hidden_size * 2.0)
         out = {k: slots * v for k, v in parts.items()}
         out["communication"] = out["communication"] + slots * send
-        gpu = 0.0
+        gpu: Any = 0.0
         for k in COMPUTE_PARTS + ("communication",):
             gpu = gpu + out[k]
         out["overhead"] = self.host.seconds(slots * launches, gpu, rank_tokens)
-        total = 0.0
+        total: Any = 0.0
         for k in PARTS:
             total = total + out[k]
         if not form:

@@ -172,7 +172,7 @@ class StepTables:
         (each growth adds at least the width it had, so every entry is priced O(1) times), or built. Tables are
         evicted least recently used first to stay within `max_entries`; None when one table alone would exceed
         it."""
-        key = b[:6] + b[7:]  # every field but decode_ctx_sum (a plain tuple: `_replace` is slow here)
+        key = (b[0], b[1], b[2], b[3], b[4], b[5], b[7])  # every field but decode_ctx_sum (typed items: no slicing)
         first = b.decode_ctx_sum
         tables = self.tables
         table = tables.get(key)

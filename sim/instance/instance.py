@@ -50,9 +50,13 @@ class _Run:
             t, k = self.start_s, m
         else:
             t, k = self.head_end_s, m - 1
-        for _j in range(k):  # (a named counter: mypyc boxes `_`)
-            t += times[i]
-            i += stride
+        if stride == 0:  # (a table of one constant step)
+            step = times[i]
+            for _j in range(k):  # (a named counter: mypyc boxes `_`)
+                t += step
+            return t
+        for step in times[i:i + k * stride:stride]:  # (a slice: its items are read without bounds checks)
+            t += step
         return t
 
     def iterations_until(self, now: float) -> int:

@@ -1,0 +1,64 @@
+"""The kept step costs the simulator reads (sim/cost/tables.py): a run read from a table's strided slice, summed
+and split into parts, equals stepping through step_cost; context values equal their pricing wherever the window
+moves, and stay bounded."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sim.cost.base import PARTS
+from sim.cost.constant import SyntheticCostModel
+from sim.cost.tables import ContextValues
+from tests.cost.test_decode_run import CASES
+from tests.cost.toys import decode, model
+
+
+# gqa: one part varies (decode attention); eager_launch_bound: the overhead varies too; moe_ep_overlap_dedup: the
+# hidden communication varies with the context.
+@pytest.mark.parametrize("name", ["gqa", "eager_launch_bound", "moe_ep_overlap_dedup", "measured_profile"])
+def test_a_run_split_into_parts_equals_its_steps_summed(name):
+    kw = dict(CASES[name])
+    cost = model(kw.pop("m"), **kw)
+    first, steps = decode(8, 300), 150
+    table, i0, stride = cost.decode_steps(first, steps)
+    busy, parts, hidden = 0.0, dict.fromkeys(PARTS, 0.0), 0.0
+    for j in range(steps):
+        one = cost.step_cost(first._replace(decode_ctx_sum=first.decode_ctx_sum + 8 * j))
+        assert table.times[i0 + j * stride] == one.total_s, (name, j)
+        busy += one.total_s
+        hidden += one.hidden_s
+        for k in PARTS:
+            parts[k] += one.parts[k]
+    for n in (1, 37, steps):  # a run cut short reads the first n steps
+        got, got_hidden = table.run_parts(i0, stride, n, busy if n == steps else
+                                          sum(table.times[i0 + j * stride] for j in range(n)))
+        if n == steps:
+            assert got == pytest.approx([parts[k] for k in PARTS], rel=1e-9, abs=1e-15), name
+            assert got_hidden == pytest.approx(hidden, rel=1e-9, abs=1e-15), name
+        assert sum(got) == pytest.approx(sum(table.times[i0 + j * stride] for j in range(n)), rel=1e-12)
+        assert all(v >= 0 for v in got)
+
+
+def test_a_constant_model_run_reads_one_entry_with_stride_zero():
+    cost = SyntheticCostModel(0.02, 1e-4)
+    table, i0, stride = cost.decode_steps(decode(3, 90), 500)
+    assert stride == 0 and table.times[i0] == pytest.approx(0.02 + 3e-4)
+    parts, hidden = table.run_parts(i0, stride, 500, 500 * table.times[i0])
+    assert parts[PARTS.index("overhead")] == pytest.approx(500 * (0.02 + 3e-4)) and hidden == 0.0
+
+
+def test_context_values_equal_their_pricing_and_stay_bounded():
+    priced = []
+
+    def price(ctx):
+        priced.append(len(ctx))
+        return np.sqrt(ctx) * 0.5 + 1.0
+
+    values = ContextValues(price, max_width=4000)
+    for c in [1000, 999, 2500, 100, 0, 40_000, 39_000, 3, 2_000_000, 2_001_500, 7]:
+        assert values.at(c) == float(np.sqrt(np.float64(c)) * 0.5 + 1.0), c
+        assert len(values.values) <= 1.5 * 4000 + 1
+    assert values.at(2_001_499) == float(np.sqrt(np.float64(2_001_499)) * 0.5 + 1.0)
+    assert sum(priced) < 60_000  # windows grow geometrically and restart far away: no gap is ever filled
+    flat = ContextValues(lambda ctx: 2.5)  # a price that does not depend on the context
+    assert flat.at(12) == 2.5 and flat.at(100_000) == 2.5
