@@ -19,6 +19,8 @@ COMPILED = [
     "sim/cluster.py",
     "sim/metrics.py",
     "sim/fleet/monitor.py",
+    "sim/fleet/pool.py",
+    "sim/fleet/overload.py",
     "sim/router/base.py",
     "sim/router/least_outstanding.py",
     "sim/router/round_robin.py",

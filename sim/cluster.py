@@ -20,6 +20,7 @@ from sim.fleet.placement import PLACEMENTS
 from sim.fleet.pool import Pool
 from sim.fleet.rolling_update import RollingUpdate
 from sim.instance.request_state import SimRequest
+from sim.metrics import RequestRecorder
 from sim.router import make_router
 
 ARRIVAL_CHUNK = 4096  # workload rows converted to Python lists at a time (see Cluster._load_chunk)
@@ -28,7 +29,7 @@ ARRIVAL_CHUNK = 4096  # workload rows converted to Python lists at a time (see C
 class Cluster:
     """Everything that happens between a request's arrival and its instance."""
 
-    def __init__(self, env: simpy.Environment, run: RunConfig, workload: Workload, recorder) -> None:
+    def __init__(self, env: simpy.Environment, run: RunConfig, workload: Workload, recorder: RequestRecorder) -> None:
         self.env, self.run, self.workload, self.recorder = env, run, workload, recorder
         scen = run.scenario
         where = f"scenario/{scen.name}"
@@ -37,7 +38,7 @@ class Cluster:
                        hash_block_tokens=workload.hash_block_tokens)
             for name, p in run.pools.items()}
         for pool in self.pools.values():
-            pool.on_capacity = self._dispatch_held
+            pool.on_capacity = self._capacity_changed
         self.monitors = {name: PoolMonitor(scen.monitor_window_s) for name in self.pools}
         params = dict(run.router)
         cap = params.pop("max_outstanding_per_instance", None)
@@ -90,7 +91,7 @@ class Cluster:
         self._c_class: list[int] = []
         self._c_priority: list[int] = []
         self._wakes: list | None = None  # see _arrive
-        self._schedule_arrival()
+        self._schedule_arrival(env.now)
 
     # -- wiring -----------------------------------------------------------------------------------------------
     def _build_placement(self, where: str):
@@ -130,25 +131,25 @@ class Cluster:
         self.recorder.record(req)
         self._count_done()
 
-    def _on_first_token(self, req: SimRequest, t_s: float) -> None:
+    def _on_first_token(self, req: SimRequest, t_s: float, now: float) -> None:
         """A first token at t_s (now, or the end of the first iteration of a run an instance just planned: the
         window shows it from t_s on)."""
-        self.monitors[req.pool].ttft.add(t_s, t_s - req.arrival_s, self.env.now)
+        self.monitors[req.pool].ttft.add(t_s, t_s - req.arrival_s, now)
 
     def _on_leave(self, req: SimRequest) -> None:
-        pool = self.pools[req.pool]
+        pool, now = self.pools[req.pool], self.env.now
         if req.status != "completed":  # a prefill pool hands the request to its decode pool
             self.env.process(self._handoff(req, pool))
         else:
             pool.completed += 1
             if req.output_tokens > 1:
                 tpot = (req.finish_s - req.first_token_s) / (req.output_tokens - 1)
-                self.monitors[req.pool].tpot.add(self.env.now, tpot)
+                self.monitors[req.pool].tpot.add(now, tpot)
                 if req.pool in self.watched:
-                    self.overload.observe_tpot(self.env.now, tpot)
+                    self.overload.observe_tpot(now, tpot)
             self.recorder.record(req)
             self._count_done()
-        self._dispatch_held(pool)
+        self._dispatch_held(pool, now)
 
     def _handoff(self, req: SimRequest, prefill: Pool):
         assert prefill.cfg.decode_pool is not None
@@ -157,9 +158,9 @@ class Cluster:
         yield self.env.timeout(kv_handoff_s(prefill.pricing, decode.pricing, req.num_computed_tokens))
         del self.in_transit[req.request_id]
         req.prefill_pool, req.handoff = prefill.name, False
-        self._dispatch(req, decode)
+        self._dispatch(req, decode, self.env.now)
 
-    def _dispatch(self, req: SimRequest, pool: Pool, from_queue: bool = False) -> bool:
+    def _dispatch(self, req: SimRequest, pool: Pool, now: float, from_queue: bool = False) -> bool:
         """Route `req` to an active instance below the outstanding cap; hold it at the router in FIFO order when
         there is none (a central queue: with a cap of 1 and batch size 1 this is M/M/c)."""
         eligible = pool.active
@@ -169,15 +170,19 @@ class Cluster:
             if not from_queue:
                 pool.held.append(req)
             return False
-        self.routers[pool.name].route(req, eligible).submit(req, self._wakes)
+        self.routers[pool.name].route(req, eligible).submit(req, now, self._wakes)
         return True
 
-    def _dispatch_held(self, pool: Pool) -> None:
-        while pool.held and self._dispatch(pool.held[0], pool, from_queue=True):
+    def _dispatch_held(self, pool: Pool, now: float) -> None:
+        while pool.held and self._dispatch(pool.held[0], pool, now, from_queue=True):
             pool.held.popleft()
 
-    def _admit(self, req: SimRequest, class_name: str) -> None:
-        oc, now = self.overload.cfg, self.env.now
+    def _capacity_changed(self, pool: Pool) -> None:
+        """An instance of `pool` became active: requests held at its router may go now."""
+        self._dispatch_held(pool, self.env.now)
+
+    def _admit(self, req: SimRequest, class_name: str, now: float) -> None:
+        oc = self.overload.cfg
         level = self.overload.level
         if level >= BREAKER:
             return self._reject(req, "circuit_breaker")
@@ -201,7 +206,7 @@ class Cluster:
             if queued >= oc.max_queue_per_instance * max(1, len(pool.active)):
                 return self._reject(req, "queue_full")
         req.handoff = pool.cfg.role == "prefill" and req.output_tokens > 1
-        self._dispatch(req, pool)
+        self._dispatch(req, pool, now)
 
     def _load_chunk(self, i: int) -> None:
         """Make requests i .. i + ARRIVAL_CHUNK - 1 readable from the `_c_*` lists."""
@@ -220,13 +225,13 @@ class Cluster:
             self._load_chunk(i)
         return self._c_due[i - self._chunk_lo]
 
-    def _schedule_arrival(self) -> None:
+    def _schedule_arrival(self, now: float) -> None:
         """Requests enter at their arrival times (+ the front-end overhead): one timeout per distinct time, whose
         callback admits every request due then and schedules the next (a callback chain, not a process: this
         runs once per request)."""
         i = self._next_arrival
         if i < self._n_requests:
-            ev = self.env.timeout(max(0.0, self._due(i) - self.env.now))
+            ev = self.env.timeout(max(0.0, self._due(i) - now))
             ev.callbacks.append(self._arrive)
 
     def _arrive(self, _event) -> None:
@@ -242,13 +247,13 @@ class Cluster:
                              None if hashes is None else hashes[i])
             self.arrived += 1
             self.recorder.on_arrival(req)
-            self._admit(req, names[cls])
+            self._admit(req, names[cls], now)
             i += 1
         self._next_arrival = i
         wakes, self._wakes = self._wakes, None
         for inst in wakes:
-            inst.wake()
-        self._schedule_arrival()
+            inst.wake(now)
+        self._schedule_arrival(now)
 
     def live_requests(self):
         """Requests not yet ended: held at routers, waiting or running in instances, or moving between pools."""

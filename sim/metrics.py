@@ -196,18 +196,18 @@ class Sampler:
             busy_frac = (busy - self._last_busy[pool_index]) / (serving * dt) if serving else 0.0
             self._last_busy[pool_index] = busy
             self.cost_usd += live * pool.usd_per_hour * dt / 3600.0
-            self._pool_rows.extend((t, pool_index, starting, warm, n_active, draining, q, r, u / c if c else 0.0,
-                                    min(1.0, busy_frac)))
+            self._pool_rows.fromlist([t, pool_index, starting, warm, n_active, draining, q, r, u / c if c else 0.0,
+                                      min(1.0, busy_frac)])  # (fromlist: one resize; extend grows item by item)
             queued, running, active, used, cap = queued + q, running + r, active + n_active, used + u, cap + c
             busy_all += busy_frac * serving
             n_serving += serving
             completed += pool.completed
             if live > self.peak_instances[pool.name]:
                 self.peak_instances[pool.name] = live
-        row = (t, cl.arrived - self._last_arrived, completed - self._last_completed, queued, running, active,
+        row = [t, cl.arrived - self._last_arrived, completed - self._last_completed, queued, running, active,
                used / cap if cap else 0.0, min(1.0, busy_all / n_serving) if n_serving else 0.0, self.cost_usd,
-               cl.overload.level)
-        self._ts_rows.extend(row)
+               cl.overload.level]
+        self._ts_rows.fromlist(row)
         self.last_t_s = t
         self._last_arrived, self._last_completed = cl.arrived, completed
         if self.progress is not None:

@@ -38,7 +38,8 @@ class BatchShape(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class StepCost:
-    """An iteration's time and its decomposition; `sum(parts.values()) == total_s` up to rounding.
+    """An iteration's time and its decomposition; `sum(parts.values()) == total_s` up to rounding. `parts` has
+    the PARTS keys in PARTS order (the simulator accounts them as a vector).
 
     `hidden_s` is communication that ran under compute (two-micro-batch overlap): real work, but not part of the
     iteration's time, so it is not in `parts`.

@@ -10,7 +10,7 @@ breaker rejects new requests with reason `circuit_breaker`. A level is released 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from sim.fleet.monitor import Window
 
@@ -33,15 +33,15 @@ class OverloadConfig:
     min_samples: int = 20   # a P99 over fewer finished requests is not acted on
 
 
-@dataclass
 class OverloadLadder:
-    cfg: OverloadConfig
-    level: int = NORMAL
-    tpot: Window = None  # type: ignore[assignment]
-    transitions: list = field(default_factory=list)  # (t_s, from_level, to_level, p99_tpot_s)
+    """The ladder's level, moved by `update` from the windowed P99 TPOT that finished requests feed
+    (`observe_tpot`, once per request: compiled, see setup.py)."""
 
-    def __post_init__(self) -> None:
-        self.tpot = Window(self.cfg.window_s)
+    def __init__(self, cfg: OverloadConfig) -> None:
+        self.cfg = cfg
+        self.level = NORMAL
+        self.tpot = Window(cfg.window_s)
+        self.transitions: list[tuple[float, int, int, float]] = []  # (t_s, from_level, to_level, p99_tpot_s)
 
     def observe_tpot(self, t_s: float, tpot_s: float) -> None:
         self.tpot.add(t_s, tpot_s)

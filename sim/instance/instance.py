@@ -20,8 +20,7 @@ from sim.instance.batching.base import accept_tokens, bulk_decode
 from sim.instance.kv_cache import BlockManager
 from sim.instance.request_state import SimRequest
 
-_PARTS: Final[tuple[str, ...]] = PARTS  # (Final: a native constant in compiled code, not a globals lookup)
-_N_PARTS: Final = len(PARTS)
+_N_PARTS: Final = len(PARTS)  # (Final: a native constant in compiled code, not a globals lookup)
 
 # What the instance is doing between events.
 IDLE, WAKE, TIMER, STEP, RUN, APPLY = "idle", "wake", "timer", "step", "run", "apply"
@@ -84,7 +83,7 @@ class Instance:
     Lifecycle: `starting` (cold start: provisioning, weight loading, warm-up; takes no requests) -> `active`
     (routers see it) -> `draining` (finishes what it holds, takes nothing new) -> `stopped` (billing ends).
     `on_finish(req)` is called for each request that leaves the instance (completed, or handed off to a decode
-    pool after its prefill), `on_first_token(req, t_s)` when a request emits its first token (at t_s: now, or the
+    pool after its prefill), `on_first_token(req, t_s, now)` when a request emits its first token (at t_s: now, or the
     end of the first iteration of a run just planned), `on_stopped(inst)` when a draining instance has emptied,
     `on_state()` after each assignment to `state` (whoever makes it). Counters (`busy_s`, `parts_s`,
     `iterations`) feed the metrics; `outstanding` (waiting + running) feeds the routers.
@@ -159,11 +158,11 @@ class Instance:
         if self.on_state is not None:
             self.on_state()
 
-    def submit(self, req: SimRequest, wakes: list | None = None) -> None:
+    def submit(self, req: SimRequest, now: float, wakes: list | None = None) -> None:
         """Take `req`. An idle instance re-plans after the events due now (a zero-delay wake-up event), or, with
         `wakes`, is appended there for the caller to `wake()` once it has submitted everything due now (the
-        arrival callback: simultaneous arrivals still batch, at one event less per request)."""
-        now = self.env.now
+        arrival callback: simultaneous arrivals still batch, at one event less per request). `now`: the simulated
+        time (the caller's reading: the clock property costs a Python call)."""
         req.pool, req.instance, req.enqueued_s = self.pool, self.index, float(now)
         self.outstanding += 1
         self.policy.add_request(req, now)
@@ -177,11 +176,11 @@ class Instance:
         else:
             self._poke()
 
-    def wake(self) -> None:
+    def wake(self, now: float) -> None:
         """Plan now (an instance `submit` put on a wake-up list)."""
         if self._mode is WAKE and self._pending is None:
             self._mode = APPLY
-            self._next(self.env.now)
+            self._next(now)
 
     # -- events -----------------------------------------------------------------------------------------------
     def _at(self, delay_s: float, mode: str) -> None:
@@ -242,7 +241,7 @@ class Instance:
         """Account and apply one iteration (a step, or a run cut after its first iteration)."""
         self.hidden_s += cost.hidden_s
         parts = cost.parts
-        self._account(start_s, busy_s, 1, [parts[k] for k in _PARTS], now)
+        self._account(start_s, busy_s, 1, list(parts.values()), now)  # (PARTS order: the StepCost contract)
         self._apply(batch, now, announced)
 
     def _start_run(self, batch: ScheduledBatch, steps: int, now: float) -> None:
@@ -259,7 +258,7 @@ class Instance:
             if self.on_first_token is not None:
                 for req, _ in batch.items:
                     if req.num_output_tokens == 0:
-                        self.on_first_token(req, head_end_s)
+                        self.on_first_token(req, head_end_s, now)
             batch = decodes_after(batch)
             table, first, stride = self.cost.decode_steps(batch.shape, steps - 1)
         else:
@@ -296,9 +295,10 @@ class Instance:
         bulk_decode(batch.items, n - 1, self.kv)
         parts, hidden_s = run.table.run_parts(run.first, run.stride, n, run.end_s - start_s)
         if head_cost is not None:
-            head_parts = head_cost.parts
-            for j in range(_N_PARTS):
-                parts[j] += head_parts[_PARTS[j]]
+            j = 0
+            for v in head_cost.parts.values():  # (in PARTS order: the StepCost contract)
+                parts[j] += v
+                j += 1
             hidden_s += head_cost.hidden_s
         self._account(run.start_s, busy_s, m, parts, now)
         self.hidden_s += hidden_s
@@ -342,7 +342,7 @@ class Instance:
         if self.on_first_token is not None and not announced:
             for req, _ in batch.items:
                 if req.num_output_tokens == 1 and req.first_token_s == now:
-                    self.on_first_token(req, now)
+                    self.on_first_token(req, now, now)
         self.outstanding -= len(finished)
         for req in finished:
             self.on_finish(req)

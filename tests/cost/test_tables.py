@@ -62,3 +62,16 @@ def test_context_values_equal_their_pricing_and_stay_bounded():
     assert sum(priced) < 60_000  # windows grow geometrically and restart far away: no gap is ever filled
     flat = ContextValues(lambda ctx: 2.5)  # a price that does not depend on the context
     assert flat.at(12) == 2.5 and flat.at(100_000) == 2.5
+
+
+def test_every_step_cost_lists_its_parts_in_parts_order():
+    """The simulator accounts parts as a vector in PARTS order (the StepCost contract), whichever path priced
+    the step: context table, exact shape, mixed form, or the synthetic model."""
+    from tests.cost.toys import prefill
+    cost = model(CASES["gqa"]["m"])
+    p, d = prefill(1, 300, 0), decode(4, 200)
+    mixed = p._replace(decode_seqs=d.decode_seqs, decode_ctx_sum=d.decode_ctx_sum, sampled_seqs=p.sampled_seqs + 4)
+    shapes = [d, p, mixed, mixed._replace(decode_ctx_sum=d.decode_ctx_sum + 40)]  # the last: from the kept form
+    costs = [cost.step_cost(b) for b in shapes] + [SyntheticCostModel(0.01).step_cost(d)]
+    for one in costs:
+        assert list(one.parts) == list(PARTS)
