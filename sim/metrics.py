@@ -12,11 +12,13 @@ from array import array
 import numpy as np
 
 from scenarios.workload import Workload
+from sim.fleet.pool import Pool
 from sim.instance.instance import Instance
 from sim.instance.request_state import SimRequest
 
 STATUS = ("completed", "rejected", "unfinished")
 _STATUS_INDEX = {s: i for i, s in enumerate(STATUS)}
+ROWS_PER_BLOCK = 4096  # sampled rows gathered before they move to the typed arrays
 TS_COLUMNS = ("t_s", "arrivals", "completions", "queued", "running", "instances", "kv_utilization", "busy_fraction",
               "cost_usd", "overload_level")
 POOL_COLUMNS = ("t_s", "pool", "starting", "warm", "active", "draining", "queued", "running", "kv_utilization",
@@ -59,11 +61,16 @@ class RequestRecorder:
             self.finish_s[i] = req.finish_s
         self.pool[i] = self._pool_index.get(req.pool, -1)
         self.instance[i] = req.instance
-        self.cached_tokens[i] = req.cached_tokens
         self.first_token_s[i] = req.first_token_s
-        self.preemptions[i] = req.preemptions
-        self.fallback[i] = req.fallback
-        self.prefill_pool[i] = self._pool_index.get(req.prefill_pool, -1)
+        # (the columns start at their defaults: zero, False, no pool; only what differs is written)
+        if req.cached_tokens:
+            self.cached_tokens[i] = req.cached_tokens
+        if req.preemptions:
+            self.preemptions[i] = req.preemptions
+        if req.fallback:
+            self.fallback[i] = True
+        if req.prefill_pool:
+            self.prefill_pool[i] = self._pool_index.get(req.prefill_pool, -1)
 
     def columns(self) -> dict[str, np.ndarray]:
         """The `requests.parquet` columns (see docs/results.md), for the requests that arrived."""
@@ -118,12 +125,16 @@ class Sampler:
         self.progress = progress
         self._ts_rows = array("d")          # TS_COLUMNS values, one row per interval, end to end
         self._pool_rows = array("d")        # POOL_COLUMNS values (the pool as its index), per (interval, pool)
+        # Rows gather in lists and move to the typed arrays in blocks (an array grows by a few percent per
+        # append; a block of rows at a time is one resize): memory stays 8 bytes per value.
+        self._ts_buf: list[float] = []
+        self._pool_buf: list[float] = []
         self._pool_names = list(cluster.pools)
         self.last_t_s: float | None = None  # the time of the last sample
         self.cost_usd = 0.0
         self._last_arrived = 0
         self._last_completed = 0
-        self._pools = list(cluster.pools.values())
+        self._pools: list[Pool] = list(cluster.pools.values())
         self._last_busy = [0.0] * len(self._pools)
         self.peak_instances: dict[str, int] = dict.fromkeys(cluster.pools, 0)
         env.process(self._start())
@@ -131,6 +142,7 @@ class Sampler:
     def columns(self) -> tuple[dict[str, np.ndarray], dict[str, list]]:
         """The samples as columns: (TS_COLUMNS -> float64 array per interval, POOL_COLUMNS -> list per
         (interval, pool): pool names, floats for times and fractions, ints for counts)."""
+        self._flush()
         rows = np.frombuffer(self._ts_rows, dtype=np.float64).reshape(-1, len(TS_COLUMNS))
         ts = {k: rows[:, j].copy() for j, k in enumerate(TS_COLUMNS)}
         rows = np.frombuffer(self._pool_rows, dtype=np.float64).reshape(-1, len(POOL_COLUMNS))
@@ -144,6 +156,11 @@ class Sampler:
             else:
                 pools[k] = col.astype(np.int64).tolist()
         return ts, pools
+
+    def _flush(self) -> None:
+        self._ts_rows.fromlist(self._ts_buf)
+        self._pool_rows.fromlist(self._pool_buf)
+        self._ts_buf, self._pool_buf = [], []
 
     def _start(self):
         """A process only to start the chain (at the start of the run, as a process would): each sample is then a
@@ -196,8 +213,8 @@ class Sampler:
             busy_frac = (busy - self._last_busy[pool_index]) / (serving * dt) if serving else 0.0
             self._last_busy[pool_index] = busy
             self.cost_usd += live * pool.usd_per_hour * dt / 3600.0
-            self._pool_rows.fromlist([t, pool_index, starting, warm, n_active, draining, q, r, u / c if c else 0.0,
-                                      min(1.0, busy_frac)])  # (fromlist: one resize; extend grows item by item)
+            self._pool_buf.extend((t, pool_index, starting, warm, n_active, draining, q, r, u / c if c else 0.0,
+                                   min(1.0, busy_frac)))
             queued, running, active, used, cap = queued + q, running + r, active + n_active, used + u, cap + c
             busy_all += busy_frac * serving
             n_serving += serving
@@ -207,7 +224,9 @@ class Sampler:
         row = [t, cl.arrived - self._last_arrived, completed - self._last_completed, queued, running, active,
                used / cap if cap else 0.0, min(1.0, busy_all / n_serving) if n_serving else 0.0, self.cost_usd,
                cl.overload.level]
-        self._ts_rows.fromlist(row)
+        self._ts_buf.extend(row)
+        if len(self._ts_buf) >= ROWS_PER_BLOCK * len(TS_COLUMNS):
+            self._flush()
         self.last_t_s = t
         self._last_arrived, self._last_completed = cl.arrived, completed
         if self.progress is not None:

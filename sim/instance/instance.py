@@ -58,23 +58,29 @@ class _Run:
             t += step
         return t
 
-    def iterations_until(self, now: float) -> int:
-        """Iterations up to and including the first one that ends at or after `now` (m + 1 when none of the m
-        taken does)."""
+    def cut_at(self, now: float) -> bool:
+        """An arrival at `now`: end the run with the iteration in progress then (the first ending at or after
+        `now`), one walk from the start. False when the run already ends there."""
         times, i, stride = self.table.times, self.first, self.stride
         if self.head is None:
             t, j = self.start_s, 0
         else:
             t, j = self.head_end_s, 1
             if t >= now:
-                return 1
+                return self._cut(1, t)
         while j < self.m:
             t += times[i]
             i += stride
             j += 1
             if t >= now:
-                return j
-        return self.m + 1
+                return self._cut(j, t)
+        return False
+
+    def _cut(self, m: int, end_s: float) -> bool:
+        if m >= self.m:
+            return False
+        self.m, self.end_s = m, end_s
+        return True
 
 
 class Instance:
@@ -271,12 +277,8 @@ class Instance:
         new request can join at that boundary, as it would when stepping."""
         run = self._run
         assert run is not None
-        m = run.iterations_until(now)
-        if m >= run.m:
-            return  # already ends at (or before) that boundary
-        run.m = m
-        run.end_s = run.end_of(m)
-        self._at(run.end_s - now, RUN)
+        if run.cut_at(now):
+            self._at(run.end_s - now, RUN)
 
     def _end_run(self, now: float) -> None:
         run, self._run = self._run, None
