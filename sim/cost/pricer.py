@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from calibrate.ops import check_dtype, roofline_s
+from calibrate.ops import check_dtype
 from calibrate.profile import EfficiencyCurve, Profile
 from inferplan.specs import HardwareSpec
 
@@ -58,7 +58,10 @@ class OpPricer:
         entry = self._cache.get((op, dtype)) or self._resolve(op, dtype)
         curve, peak, bw = entry
         scale = self.efficiency_scale.get(op, 1.0)
-        return curve.time_s(roofline_s(flops, bytes_, peak, bw) / scale)
+        roof = max(flops / peak, bytes_ / bw) / scale  # (calibrate.ops.roofline_s, inline: this runs per op priced)
+        if len(curve.roofline_s) == 1:  # (the one-knot curves of the defaults: EfficiencyCurve.time_s, inline)
+            return curve.launch_s + roof / curve.efficiency[0] if roof > 0.0 else curve.launch_s
+        return curve.time_s(roof)
 
     def time_s_array(self, op: str, dtype: str, flops, bytes_):
         """Seconds of `op` over arrays of work, elementwise; used to price runs of decode steps. A step priced alone

@@ -36,4 +36,5 @@ def test_memory_stays_bounded_when_nobody_reads():
     w = Window(1.0)
     for t in np.arange(0.0, 10_000.0, 0.01):
         w.add(float(t), 0.0)
-    assert len(w._items) <= 100 + Window.TRIM_EVERY
+    assert len(w) <= 100 + Window.TRIM_EVERY
+    assert len(w._stamps) <= 2 * (100 + 2 * Window.TRIM_EVERY)  # the dropped part is released too
