@@ -1,6 +1,6 @@
 """Which simulator modules run compiled, and the guard that keeps a stale build from running.
 
-`pip install` compiles the simulator's hot modules with mypyc (setup.py; the same Python source, about 1.5x
+`pip install` compiles the simulator's hot modules with mypyc (setup.py; the same Python source, about 2.5x
 faster) and records each source's SHA-256 in `_compiled.json` beside this file. An editable install puts the
 compiled modules beside their sources, where Python imports them first: a source edited since would silently
 not run. So at `import sim`, when any recorded source has changed (or INFERPLAN_PURE_PYTHON=1 is set), every

@@ -11,7 +11,8 @@ caches; the pricing itself comes from the cost model through callbacks (`sim.cos
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Callable, Final
+from collections.abc import Callable
+from typing import Any, Final
 
 import numpy as np
 

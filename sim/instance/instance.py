@@ -297,10 +297,8 @@ class Instance:
         bulk_decode(batch.items, n - 1, self.kv)
         parts, hidden_s = run.table.run_parts(run.first, run.stride, n, run.end_s - start_s)
         if head_cost is not None:
-            j = 0
-            for v in head_cost.parts.values():  # (in PARTS order: the StepCost contract)
+            for j, v in enumerate(head_cost.parts.values()):  # (in PARTS order: the StepCost contract)
                 parts[j] += v
-                j += 1
             hidden_s += head_cost.hidden_s
         self._account(run.start_s, busy_s, m, parts, now)
         self.hidden_s += hidden_s
