@@ -18,9 +18,9 @@ import numpy as np
 
 from sim.cost.base import PARTS, BatchShape, StepCost
 
-# Entries held in all tables of one cost model (each: a Python float for the total, plus 8 bytes per part that
-# varies with the context: about 40 MB at most; larger caps were measured no faster on ecommerce_peak and
-# deepseek_v3_day).
+# Entries held in all tables of one cost model (each: a Python float for the total, 32 bytes with its list slot,
+# plus 8 bytes per part that varies with the context: 40-56 MB at most; larger caps were measured no faster on
+# ecommerce_peak and deepseek_v3_day).
 TABLE_ENTRIES = 1 << 20
 _N_PARTS: Final = len(PARTS)
 EXACT_ENTRIES = 200_000  # shapes kept by exact shape (prefill chunks rarely repeat exactly)
