@@ -36,7 +36,7 @@ from sim.cost.host import HostOverhead, resolve_host
 from sim.cost.layers import COMPUTE_PARTS, LayerCost, LayerPricer, Work
 from sim.cost.layout import build_layout
 from sim.cost.pricer import OpPricer
-from sim.cost.tables import ContextValues, MixedForm, StepTable, StepTables
+from sim.cost.tables import ContextValues, MixedForm, StepTable, StepTables, shape_key
 
 
 def _max(a, b):
@@ -267,7 +267,7 @@ class LayeredCostModel:
         """A step with prefill chunks and decodes, priced from the form kept for its shape (b without its context
         sum) when its time is affine in the per-layer decode attention (`MixedForm`): only the decode attention
         is priced anew. None when the shape is known to have no such form (the caller prices it in full)."""
-        key = b[:6] + b[7:]  # the shape without its context sum (a plain tuple: `_replace` is slow here)
+        key = shape_key(b)
         if key not in self._forms:
             total, parts, hidden, form = self._price(b, float(b.decode_ctx_sum), form=True)
             if len(self._forms) > 100_000:

@@ -26,6 +26,12 @@ _N_PARTS: Final = len(PARTS)
 EXACT_ENTRIES = 200_000  # shapes kept by exact shape (prefill chunks rarely repeat exactly)
 
 
+def shape_key(b: BatchShape) -> tuple:
+    """b without its context sum: what a decode shape's table, or a mixed shape's form, is kept under (a plain
+    tuple of typed items: slicing or `_replace` is slower, and this runs for every iteration planned)."""
+    return (b[0], b[1], b[2], b[3], b[4], b[5], b[7])
+
+
 def _compact(value: Any) -> Any:
     """A priced value over an array of contexts: the array when it varies with the context, else a float."""
     return value if np.ndim(value) else float(value)
@@ -45,7 +51,6 @@ class StepTable:
         self.times = times
         self.parts = parts
         self.hidden = hidden
-        self.varying: list[str] = [k for k, v in parts.items() if isinstance(v, np.ndarray)]
         # The parts in PARTS order as a vector: constants, and which positions vary instead.
         self.const_vec: list[float] = [0.0 if isinstance(parts[k], np.ndarray) else float(parts[k]) for k in PARTS]
         self.const_idx: list[int] = [j for j, k in enumerate(PARTS) if not isinstance(parts[k], np.ndarray)]
@@ -80,7 +85,8 @@ class StepTable:
         """The StepCost at one context sum."""
         i = ctx_sum - self.lo
         parts = dict(self.parts)
-        for k in self.varying:
+        for j in self.varying_idx:
+            k = PARTS[j]
             parts[k] = float(parts[k][i])
         hidden = float(self.hidden[i]) if isinstance(self.hidden, np.ndarray) else float(self.hidden)
         return StepCost(self.times[i], parts, hidden)
@@ -173,7 +179,7 @@ class StepTables:
         (each growth adds at least the width it had, so every entry is priced O(1) times), or built. Tables are
         evicted least recently used first to stay within `max_entries`; None when one table alone would exceed
         it."""
-        key = (b[0], b[1], b[2], b[3], b[4], b[5], b[7])  # every field but decode_ctx_sum (typed items: no slicing)
+        key = shape_key(b)
         first = b.decode_ctx_sum
         tables = self.tables
         table = tables.get(key)
