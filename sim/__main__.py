@@ -1,21 +1,36 @@
 """`python -m sim scenario=<name> [overrides]`: compose -> validate -> build the workload -> simulate -> write.
 
 Results go to Hydra's run folder, `runs/<scenario>/<timestamp>/` (see docs/results.md); a compact summary table is
-printed. Config mistakes exit with status 2 and one line on stderr.
+printed. Config mistakes exit with status 2 and one line on stderr. SIGINT/SIGTERM stop the simulation at an event
+boundary, write what was simulated (`status: interrupted`) and exit 130/143 with one line.
+
+In a sweep (`-m`) a job that fails (a configuration that cannot be built, or a bug) does not stop the others: its
+folder gets `FAILED` (the one-line error; a bug's traceback in `error.log`), `sweep.parquet` lists every job with its
+status, and the sweep exits 1 after writing it.
 """
 from __future__ import annotations
 
 import sys
 
+from inferplan.interrupts import quiet_interrupts
+
+quiet_interrupts("interrupted before the simulation ran; nothing written")
+
+import traceback
+from pathlib import Path
+
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from inferplan.errors import exit_on_input_error
+from inferplan.errors import InputError, exit_on_input_error
+from inferplan.interrupts import signals_raise, signum_of
 from inferplan.specs import CONF_DIR
-from sim.api import run_composed
+from sim.api import RunInterrupted, run_composed
 from sim.compose import compose_config
 from sim.report import print_summary
+from sim.sweep.table import FAILED_FILE
 
 
 def _sweep_variants(argv: list[str]) -> list[list[str]]:
@@ -36,24 +51,64 @@ def _sweep_variants(argv: list[str]) -> list[list[str]]:
     return variants
 
 
+
+
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base=None)
 def _task(cfg: DictConfig):
-    with exit_on_input_error():
-        hc = HydraConfig.get()
-        summary, run_dir = run_composed(cfg, hc.runtime.output_dir)
+    hc = HydraConfig.get()
+    out_dir = Path(hc.runtime.output_dir)
+    try:
+        with signals_raise():
+            if hc.mode == RunMode.MULTIRUN:
+                return _sweep_job(cfg, out_dir)
+            with exit_on_input_error():
+                summary, run_dir = run_composed(cfg, out_dir)
+    except RunInterrupted as stop:
+        print(f"interrupted at simulated t = {stop.simulated_s:,.1f} s; partial results in {stop.run_dir}",
+              file=sys.stderr)
+        raise SystemExit(stop.exit_code) from None
+    except KeyboardInterrupt as stop:
+        print(f"interrupted before the simulation ran; nothing written in {out_dir}", file=sys.stderr)
+        raise SystemExit(128 + signum_of(stop)) from None
     print_summary(summary, run_dir)
     return summary
+
+
+def _sweep_job(cfg: DictConfig, out_dir: Path):
+    """One job of a sweep: a failure is written into its folder (and returned) instead of ending the sweep."""
+    try:
+        summary, run_dir = run_composed(cfg, out_dir)
+    except InputError as err:
+        return _job_failed(out_dir, str(err))
+    except Exception as err:  # a bug: keep its traceback beside the job, let the other jobs run
+        (out_dir / "error.log").write_text(traceback.format_exc())
+        return _job_failed(out_dir, f"{type(err).__name__}: {err} (traceback in error.log)")
+    print_summary(summary, run_dir)
+    return summary
+
+
+def _job_failed(out_dir: Path, message: str) -> dict:
+    line = " ".join(message.split())
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / FAILED_FILE).write_text(line + "\n")
+    print(f"error: job {out_dir.name}: {line}", file=sys.stderr)
+    return {"status": "failed", "error": line}
 
 
 def main() -> None:
     argv = sys.argv[1:]
     flags = [a for a in argv if a.startswith("-")]
-    if all(f in ("-m", "--multirun") for f in flags):
-        from sim.config import load_run_config
-        with exit_on_input_error():
-            for overrides in _sweep_variants([a for a in argv if not a.startswith("-")]):
-                load_run_config(compose_config(overrides))
-    _task()
+    try:
+        with signals_raise():
+            if all(f in ("-m", "--multirun") for f in flags):
+                from sim.config import load_run_config
+                with exit_on_input_error():
+                    for overrides in _sweep_variants([a for a in argv if not a.startswith("-")]):
+                        load_run_config(compose_config(overrides))
+            _task()
+    except KeyboardInterrupt as stop:  # before a run folder exists (composition, validation)
+        print("interrupted before the simulation ran; nothing written", file=sys.stderr)
+        raise SystemExit(128 + signum_of(stop)) from None
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from inferplan.errors import InputError
+from inferplan.interrupts import Interrupted, signals_deferred
 from scenarios import build_workload
 from scenarios.rng import stream
 from scenarios.transforms import scale_rate
@@ -16,14 +17,30 @@ from sim.results import write_run
 from sim.run import simulate
 
 
+class RunInterrupted(Interrupted):
+    """The simulation stopped on SIGINT/SIGTERM; its partial results (status `interrupted`) are in `run_dir`."""
+
+    def __init__(self, signum: int, simulated_s: float, run_dir: Path) -> None:
+        super().__init__(signum)
+        self.simulated_s, self.run_dir = simulated_s, run_dir
+
+
 def run_composed(cfg, run_dir: str | Path, progress: Callable[[float], None] | None = None) -> tuple[dict, Path]:
-    """Validate a composed config, simulate it and write the run folder; returns (summary, folder)."""
+    """Validate a composed config, simulate it and write the run folder; returns (summary, folder).
+
+    A signal during the simulation stops it at an event boundary: the folder is written with what was simulated
+    (`summary.json` `status: interrupted`, requests in flight `unfinished`), then `RunInterrupted` is raised. A
+    signal while the folder is written waits until it is complete.
+    """
     run = load_run_config(cfg)
     workload = scenario_workload(run)
     if progress is None:
         progress = _terminal_progress(run.metrics.progress)
     result = simulate(run, workload, progress)
-    out = write_run(result, run_dir)
+    with signals_deferred():
+        out = write_run(result, run_dir)
+    if result.interrupted_by:
+        raise RunInterrupted(result.interrupted_by, result.summary["simulated_duration_s"], out)
     return result.summary, out
 
 

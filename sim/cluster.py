@@ -199,8 +199,6 @@ class Cluster:
             limit = min(limit, self.pools[pool.cfg.decode_pool].max_request_tokens)
         if req.total_tokens > limit:
             return self._reject(req, "too_long")
-        if pool.max_instances == 0:
-            return self._reject(req, "no_capacity")
         if oc.max_queue_per_instance is not None:
             queued = len(pool.held) + sum(len(i.policy.waiting) for i in pool.active)
             if queued >= oc.max_queue_per_instance * max(1, len(pool.active)):

@@ -150,6 +150,28 @@ class RunConfig:
     calibration: dict | None = None  # a fitted overlay in effect (written by `sim.validate fit=true`), recorded
 
 
+def instance_bounds(p: PoolConfig) -> tuple[int, int]:
+    """(min_instances, max_instances) an autoscaler keeps the pool within; defaults min(instances, 1) and
+    4 x max(instances, 1)."""
+    lo = p.min_instances if p.min_instances is not None else min(p.instances, 1)
+    hi = p.max_instances if p.max_instances is not None else max(p.instances, 1) * 4
+    return lo, hi
+
+
+def _check_can_serve(where: str, name: str, p: PoolConfig, group_autoscaler: str) -> None:
+    """A pool must be able to hold an instance at some point: bounds in order, and a fixed-size pool not empty."""
+    lo, hi = instance_bounds(p)
+    if lo < 0 or lo > hi:
+        raise InputError(where, f"pools.{name}.min_instances", f"needs 0 <= min_instances <= max_instances, got "
+                         f"{lo} and {hi}", "fix the bounds")
+    scaler = str((p.autoscaler or {}).get("name", group_autoscaler))
+    if hi == 0 or (p.instances == 0 and scaler == "fixed"):
+        why = "max_instances is 0" if hi == 0 else "instances is 0 and its autoscaler is `fixed`"
+        raise InputError(where, f"pools.{name}.instances", f"the pool can never serve: {why}",
+                         "give it instances >= 1, or an autoscaler (reactive, predictive, scheduled) with "
+                         "max_instances >= 1, or remove the pool")
+
+
 def load_run_config(cfg) -> RunConfig:
     """Validate a composed config (DictConfig or plain dict) into a `RunConfig`."""
     d = _plain(cfg)
@@ -191,6 +213,7 @@ def load_run_config(cfg) -> RunConfig:
         if p.batching_policy is not None and p.batching_policy not in POLICIES:
             raise InputError(f"scenario/{scen.name}", f"pools.{name}.batching_policy",
                              f"unknown batching policy {p.batching_policy!r}", f"use one of: {', '.join(POLICIES)}")
+        _check_can_serve(f"scenario/{scen.name}", name, p, aname)
     cost = build(CostConfig, d.get("cost"), "conf/cost")
     if cost.kind not in ("roofline", "constant"):
         raise InputError("conf/cost", "kind", f"unknown cost model {cost.kind!r}", "use one of: roofline, constant")

@@ -11,8 +11,20 @@ def _ms(x) -> str:
     return "-" if x is None or x != x else f"{x * 1e3:,.1f}"
 
 
+def _mark(met) -> str:
+    """A verdict: ✓ met, ✗ missed, `no data` when nothing was measured (never a pass)."""
+    return "no data" if met is None else ("✓" if met else "✗")
+
+
+def _pct(x, digits: int) -> str:
+    return "no data" if x is None else f"{x:.{digits}%}"
+
+
 def print_summary(s: dict, run_dir: Path | str) -> None:
     console = Console(highlight=False)
+    if s.get("status") == "interrupted":
+        console.print(f"[bold]interrupted[/bold] at simulated t = {s['simulated_duration_s']:,.1f} s: "
+                      "figures cover what was simulated")
     req, lat, slo, cost = s["requests"], s["latency_s"], s["slo"], s["cost"]
     t = Table(title=f"inferplan · {s['scenario']} · seed {s['seed']} · {s['simulated_duration_s']:,.0f} s simulated")
     t.add_column("metric")
@@ -23,22 +35,24 @@ def print_summary(s: dict, run_dir: Path | str) -> None:
     t.add_column("SLO (p99)", justify="right")
     for key, target in (("ttft", slo["ttft_p99_s"]), ("tpot", slo["tpot_p99_s"]), ("e2e", None)):
         v = lat[key]
-        verdict = "" if target is None else f"{_ms(target)} {'✓' if slo['met'].get(key + '_p99') else '✗'}"
+        verdict = "" if target is None else f"{_ms(target)} {_mark(slo['met'].get(key + '_p99'))}"
         t.add_row(f"{key}_ms", _ms(v["p50"]), _ms(v["p90"]), _ms(v["p99"]), _ms(v["mean"]), verdict)
     console.print(t)
     classes = slo.get("classes") or {}
     if len(classes) > 1:
         for name, c in classes.items():
-            failed = [k for k, v in c["met"].items() if not v]
+            failed = [k for k, v in c["met"].items() if v is False]
+            empty = [k for k, v in c["met"].items() if v is None]
             console.print(f"  {name}: {c['requests']:,} requests · TTFT p99 {_ms(c['ttft_s']['p99'])} ms "
                           f"(≤ {_ms(c['ttft_p99_s_target'])}) · TPOT p99 {_ms(c['tpot_s']['p99'])} ms "
                           f"(≤ {_ms(c['tpot_p99_s_target'])}) · served {c['served']:.3%} · "
-                          + ("✓" if not failed else "✗ " + ", ".join(failed)))
+                          + ("✗ " + ", ".join(failed) if failed else "✓" if not empty else "")
+                          + (f" no data: {', '.join(empty)}" if empty else ""))
     th = s["throughput"]
     console.print(
         f"requests: {req['arrived']:,} arrived, {req['completed']:,} completed, {req['rejected']:,} rejected, "
-        f"{req['unfinished']:,} unfinished · served {slo['served']:.4%} (SLO ≥ {slo['served_fraction']:.2%}) · "
-        f"attainment {slo['attainment']:.2%} · goodput {slo['goodput_requests_per_s']:.2f} req/s")
+        f"{req['unfinished']:,} unfinished · served {_pct(slo['served'], 4)} (SLO ≥ {slo['served_fraction']:.2%}) · "
+        f"attainment {_pct(slo['attainment'], 2)} · goodput {slo['goodput_requests_per_s']:.2f} req/s")
     usd_m = cost["usd_per_million_output_tokens"]
     console.print(
         f"throughput: {th['requests_per_s']:.2f} req/s, {th['output_tokens_per_s']:,.0f} output tok/s · cost: "

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
+from inferplan.interrupts import StopFlag, stop_requested
 from scenarios.workload import Workload
 from sim.cluster import Cluster
 from sim.config import RunConfig
@@ -28,6 +29,7 @@ class SimResult:
     timeseries_columns: dict  # TS_COLUMNS -> values per sampling interval
     pool_columns: dict        # POOL_COLUMNS -> values per (interval, pool)
     summary: dict
+    interrupted_by: int = 0   # the signal that stopped the run early (0: it ran to its end)
 
     @property
     def timeseries(self) -> list[dict]:
@@ -88,9 +90,10 @@ def simulate(run: RunConfig, workload: Workload, progress=None) -> SimResult:
     if progress is not None:
         tick = lambda t: progress(min(1.0, t / max(last_arrival, 1e-9)))
     sampler = Sampler(env, cluster, run.metrics.sample_interval_s, tick)
+    stop = StopFlag()
     if len(workload):
-        with _rare_cycle_collection():
-            env.run(until=env.any_of([cluster.all_done, env.timeout(horizon_s)]))
+        with _rare_cycle_collection(), stop_requested() as stop:
+            _run_until(env, env.any_of([cluster.all_done, env.timeout(horizon_s)]), stop)
     end_s = env.now
     last_t = sampler.last_t_s if sampler.last_t_s is not None else 0.0
     if last_t < end_s or sampler.last_t_s is None:
@@ -104,10 +107,22 @@ def simulate(run: RunConfig, workload: Workload, progress=None) -> SimResult:
     cols = recorder.columns()
     invariants = check_invariants(cols, cluster, cluster.arrived)
     summary = summarize(run, cluster, cols, end_s, sampler.peak_instances, invariants)
+    summary = {"status": "interrupted" if stop.signum else "completed", **summary}
     summary["wall_time_s"] = round(time.perf_counter() - wall0, 3)
     if progress is not None:
         progress(1.0)
-    return SimResult(cols, *sampler.columns(), summary)
+    return SimResult(cols, *sampler.columns(), summary, interrupted_by=stop.signum)
+
+
+def _run_until(env: simpy.Environment, until: simpy.Event, stop: StopFlag) -> None:
+    """`env.run(until=until)`, also stopping between two events once `stop` is set (SIGINT/SIGTERM): the state
+    is then that of a clean event boundary, collected like a finished run's (requests in flight `unfinished`)."""
+    step = env.step
+    try:
+        while until.callbacks is not None and not stop.signum:  # (callbacks is None once `until` was processed)
+            step()
+    except simpy.core.EmptySchedule:
+        pass
 
 
 def nan_to_none(x):

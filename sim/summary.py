@@ -8,6 +8,19 @@ from sim.fleet.billing import pool_bill, revenue_usd
 from sim.metrics import percentiles
 
 
+def _verdict(achieved: float, target: float) -> bool | None:
+    """An SLO verdict: met, missed, or None (JSON null: no data, e.g. no request completed or none had a second
+    token). A missing value is never a pass."""
+    return None if achieved != achieved else bool(achieved <= target)
+
+
+def _all_met(verdicts: list) -> bool | None:
+    """Across classes: missed if any class missed, else no data if any had none (or there are none), else met."""
+    if any(v is False for v in verdicts):
+        return False
+    return None if not verdicts or any(v is None for v in verdicts) else True
+
+
 def summarize(run: RunConfig, cluster, cols: dict, duration_s: float, sampler_peak: dict, invariants: dict) -> dict:
     status = cols["status"]
     done = status == "completed"
@@ -38,11 +51,11 @@ def summarize(run: RunConfig, cluster, cols: dict, duration_s: float, sampler_pe
         per_class[name] = {"requests": int(sel.sum()), "completed": int(sd.sum()),
                            "ttft_s": p_ttft, "tpot_s": p_tpot, "ttft_p99_s_target": c_ttft, "tpot_p99_s_target": c_tpot,
                            "attainment": float((good & sel).sum()) / float(sel.sum()), "served": served_c,
-                           "met": {"ttft_p99": bool(p_ttft["p99"] <= c_ttft), "tpot_p99": bool(not p_tpot["p99"] > c_tpot),
+                           "met": {"ttft_p99": _verdict(p_ttft["p99"], c_ttft), "tpot_p99": _verdict(p_tpot["p99"], c_tpot),
                                    "served_fraction": bool(served_c >= slo.served_fraction)}}
     rev = revenue_usd(cols, run.scenario.price_sheet)
     ttft, tpot, e2e = (percentiles(cols[k][done]) for k in ("ttft_s", "tpot_s", "e2e_s"))
-    served = float(done.sum()) / n if n else 1.0
+    served = float(done.sum()) / n if n else None
     pools = {}
     kinds = set()
     gran = run.scenario.billing_granularity_s
@@ -94,11 +107,11 @@ def summarize(run: RunConfig, cluster, cols: dict, duration_s: float, sampler_pe
         "throughput": {"requests_per_s": float(done.sum()) / dur, "input_tokens_per_s": in_tok / dur,
                        "output_tokens_per_s": out_tok / dur},
         "slo": {"ttft_p99_s": slo.ttft_p99_s, "tpot_p99_s": slo.tpot_p99_s, "served_fraction": slo.served_fraction,
-                "attainment": float(good.sum()) / n if n else 1.0, "goodput_requests_per_s": float(good.sum()) / dur,
+                "attainment": float(good.sum()) / n if n else None, "goodput_requests_per_s": float(good.sum()) / dur,
                 "served": served,
-                "met": {"ttft_p99": all(c["met"]["ttft_p99"] for c in per_class.values()) if per_class else True,
-                        "tpot_p99": all(c["met"]["tpot_p99"] for c in per_class.values()) if per_class else True,
-                        "served_fraction": bool(served >= slo.served_fraction)},
+                "met": {"ttft_p99": _all_met([c["met"]["ttft_p99"] for c in per_class.values()]),
+                        "tpot_p99": _all_met([c["met"]["tpot_p99"] for c in per_class.values()]),
+                        "served_fraction": None if served is None else bool(served >= slo.served_fraction)},
                 "classes": per_class},
         "cost": {"usd": total_usd, "usd_per_million_output_tokens": total_usd / out_tok * 1e6 if out_tok else None,
                  "usd_per_million_input_tokens": total_usd / in_tok * 1e6 if in_tok else None,

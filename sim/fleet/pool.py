@@ -14,7 +14,7 @@ import yaml
 
 from inferplan.errors import InputError
 from inferplan.specs import CONF_DIR, load_hardware, load_model
-from sim.config import PoolConfig, RunConfig
+from sim.config import PoolConfig, RunConfig, instance_bounds
 from sim.cost.factory import build_pool_pricing
 from sim.fleet.cold_start import ColdStart
 from sim.instance.batching import make_policy
@@ -45,7 +45,8 @@ class Pool:
                                           where=self.where)
         self.memory, self.cost = self.pricing.memory, self.pricing.cost
         mem = self.memory
-        if self.batching_name == "continuous" and token_budget < min(
+        # A decode-role pool receives prompts whose KV was computed elsewhere: it never schedules a prompt.
+        if self.batching_name == "continuous" and p.role != "decode" and token_budget < min(
                 self.model.max_context_tokens, getattr(mem, "blocks_per_rank", mem.num_blocks) * mem.block_size_tokens):
             raise InputError(self.where, "batching.token_budget", f"{token_budget} is below the model's context "
                              f"({self.model.max_context_tokens}): long prompts could never be scheduled whole",
@@ -67,10 +68,7 @@ class Pool:
         self._active: list[Instance] | None = None  # `active`, kept until an instance changes state
         self.held: deque = deque()  # requests queued at the router (every instance at its cap)
         self.completed = 0
-        self.min_instances = p.min_instances if p.min_instances is not None else min(p.instances, 1)
-        self.max_instances = p.max_instances if p.max_instances is not None else max(p.instances, 1) * 4
-        if not 0 <= self.min_instances <= self.max_instances:
-            raise InputError(self.where, "min_instances", "needs 0 <= min_instances <= max_instances", "fix the bounds")
+        self.min_instances, self.max_instances = instance_bounds(p)  # (checked at load: sim/config.py)
         self.warm_spares = 0
         self._watchers: list[simpy.Event] = []  # woken when an instance becomes active or stops
         for _ in range(p.instances):

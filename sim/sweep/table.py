@@ -1,8 +1,9 @@
 """`sweep.parquet`: one row per job of a sweep (a multirun, or a plan's configurations).
 
 Columns: `job` (int), `run_dir` (the job's folder, relative to the sweep folder), `status` (`completed` when the job
-folder has its `DONE` marker, `failed` otherwise, `invalid` for a planner configuration the simulator refused),
-`error` (empty, or why), one column per override key (`batching`, `scenario.pools.main.instances`, ...; typed int,
+folder has its `DONE` marker, `interrupted` when its run was stopped by a signal (partial results), `failed`
+otherwise, `invalid` for a planner configuration the simulator refused), `error` (empty, or the failed job's
+one-line error from its `FAILED` file), one column per override key (`batching`, `scenario.pools.main.instances`, ...; typed int,
 float, bool or string as the values allow) and the metrics of `inferplan/summary_flat.py`. The dashboard's Compare page reads it
 (docs/dashboard.md).
 """
@@ -18,6 +19,7 @@ import yaml
 from inferplan.summary_flat import flatten_summary
 
 SWEEP_FILE = "sweep.parquet"
+FAILED_FILE = "FAILED"   # a failed job's one-line error (written by `sim/__main__.py`)
 _FIRST = ("job", "run_dir", "status")
 
 
@@ -55,12 +57,15 @@ def job_row(job_dir: Path, sweep_dir: Path, job: int, overrides: dict, error: st
             status: str | None = None) -> dict:
     """The row of one job: bookkeeping, its overrides, and its summary's flat metrics (none if it has no summary)."""
     summary = _read_summary(job_dir)
-    row = {"job": int(job), "run_dir": os.path.relpath(job_dir, sweep_dir),
-           "status": status or ("completed" if summary is not None else "failed")}
+    if status is None:
+        status = "failed" if summary is None else str(summary.get("status", "completed"))
+    if not error and summary is None and (job_dir / FAILED_FILE).is_file():
+        error = (job_dir / FAILED_FILE).read_text().strip()
+    row = {"job": int(job), "run_dir": os.path.relpath(job_dir, sweep_dir), "status": status}
     if summary is not None:
         row.update(flatten_summary(summary))
     row.update(overrides)  # an override named like a metric (`seed`) holds the same value
-    row["error"] = error
+    row["error"] = error or ("" if summary is not None else "no results (the job did not finish)")
     return row
 
 
