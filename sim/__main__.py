@@ -14,7 +14,8 @@ import sys
 
 from inferplan.interrupts import quiet_interrupts
 
-quiet_interrupts("interrupted before the simulation ran; nothing written")
+if __name__ == "__main__":  # (run as a program: Ctrl-C while the modules below import)
+    quiet_interrupts("interrupted before the simulation ran; nothing written")
 
 import traceback
 from pathlib import Path

@@ -6,17 +6,23 @@ policy that meets the scenario's SLOs.
 
 Options: jobs=N, ray_address=local|auto|ray://<head>:10001, out_dir=..., cache_dir=plans/.cache, cache=false,
 objective=usd|usd_per_million_output_tokens|node_hours, progress=auto|true|false. See docs/planning.md.
-Exit status: 0 when a configuration meets the SLOs, 1 when none does, 2 for bad input (one line on stderr).
+Exit status: 0 when a configuration meets the SLOs, 1 when none does, 2 for bad input (one line on stderr), 130/143
+on SIGINT/SIGTERM (what finished is written, `plan.json` `status: interrupted`; the cache resumes the rest).
 """
 from __future__ import annotations
 
 import shlex
 import sys
 
-from inferplan.errors import exit_on_input_error
-from sim.plan.console import print_plan
-from sim.plan.options import parse_args
-from sim.plan.planner import plan
+from inferplan.interrupts import quiet_interrupts, signals_raise, signum_of
+
+if __name__ == "__main__":  # (run as a program: Ctrl-C while the modules below import)
+    quiet_interrupts("interrupted before any configuration ran; nothing written")
+
+from inferplan.errors import exit_on_input_error  # noqa: E402
+from sim.plan.console import print_plan  # noqa: E402
+from sim.plan.options import parse_args  # noqa: E402
+from sim.plan.planner import PlanInterrupted, plan  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,8 +30,16 @@ def main(argv: list[str] | None = None) -> int:
     if any(a in ("-h", "--help") for a in argv):
         print(__doc__.strip())
         return 0
-    with exit_on_input_error():
-        doc, path = plan(parse_args(argv), shlex.join(["python", "-m", "sim.plan", *argv]))
+    try:
+        with signals_raise(), exit_on_input_error():
+            doc, path = plan(parse_args(argv), shlex.join(["python", "-m", "sim.plan", *argv]))
+    except PlanInterrupted as stop:
+        print(f"interrupted after {stop.configurations} finished configurations; partial plan in {stop.path} "
+              "(re-run the same command to resume)", file=sys.stderr)
+        return stop.exit_code
+    except KeyboardInterrupt as stop:
+        print("interrupted before any configuration finished; nothing written", file=sys.stderr)
+        return 128 + signum_of(stop)
     print_plan(doc, path)
     return 0 if doc["chosen"] else 1
 

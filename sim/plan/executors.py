@@ -56,7 +56,7 @@ class InlineExecutor:
         for task in tasks:
             yield task, simulate_job(task.config, task.overrides, task.out_dir)
 
-    def close(self) -> None:
+    def close(self, abort: bool = False) -> None:
         pass
 
 
@@ -76,8 +76,12 @@ class ProcessExecutor:
             for future in done:
                 yield pending.pop(future), future.result()
 
-    def close(self) -> None:
-        self._pool.shutdown(cancel_futures=True)
+    def close(self, abort: bool = False) -> None:
+        """Shut the workers down; `abort` (an interrupted plan) ends the simulations still running."""
+        if abort:
+            for proc in list(getattr(self._pool, "_processes", {}).values()):
+                proc.terminate()
+        self._pool.shutdown(wait=not abort, cancel_futures=True)
 
 
 def _ray_job(config: dict, overrides: tuple[str, ...]) -> dict:
@@ -138,7 +142,7 @@ class RayExecutor:
                     path.write_bytes(data)
                 yield task, outcome
 
-    def close(self) -> None:
+    def close(self, abort: bool = False) -> None:
         if self._owned:
             self._ray.shutdown()
 

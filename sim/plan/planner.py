@@ -1,11 +1,13 @@
 """One plan end to end: validate the request, search, rank, write the plan folder."""
 from __future__ import annotations
 
+import signal
 import time
 from datetime import datetime
 from pathlib import Path
 
 from inferplan.errors import InputError
+from inferplan.interrupts import Interrupted, signals_deferred, signum_of
 from sim.compose import compose_config
 from sim.config import load_run_config
 from sim.plan.cache import RunCache
@@ -58,20 +60,40 @@ def plan(request: PlanRequest, command: str) -> tuple[dict, Path]:
     executor = make_executor(opts.ray_address, opts.jobs)
     progress = PlanProgress(str(opts.progress))
     evaluator = Evaluator(tuple(base), RunCache(Path(opts.cache_dir)), executor, opts.cache, progress)
+    interrupted = None
     try:
         outcomes, notes = run_search(space, evaluator, executor.workers)
+    except KeyboardInterrupt as stop:   # keep every configuration that finished; the cache resumes the rest
+        interrupted = stop
+        outcomes = sorted((o for o in evaluator.outcomes.values() if o.summary is not None or o.status == "invalid"),
+                          key=lambda o: o.id)
+        notes = [f"interrupted ({signal.Signals(signum_of(stop)).name}) after {len(outcomes)} configurations: "
+                 "the search is incomplete; re-run the same command to resume from the cache"]
     finally:
         progress.close()
-        executor.close()
+        executor.close(abort=interrupted is not None)
     jobs = {"configurations": len(outcomes), "simulated": evaluator.simulated,
             "cached": sum(o.cached for o in outcomes), "invalid": sum(o.status == "invalid" for o in outcomes),
             "search_space_size": space.size, "backend": executor.backend, "workers": executor.workers,
             "wall_time_s": time.perf_counter() - started}
     doc = plan_json(scenario=scenario, command=command, created=created.isoformat(timespec="seconds"),
                     objective=opts.objective, base=base, dimensions=[d.describe() for d in space.dimensions],
-                    rows=rank(outcomes, opts.objective), jobs=jobs, notes=notes, run_dirs=run_dirs(outcomes))
+                    rows=rank(outcomes, opts.objective), jobs=jobs, notes=notes, run_dirs=run_dirs(outcomes),
+                    status="interrupted" if interrupted is not None else "completed")
     if defaulted:
         doc["notes"].insert(0, "no search.* argument: sized every fixed-size pool over 1 .. 2x its scenario count")
     for d, dim in zip(doc["search"], space.dimensions):
         d["bisected"] = dim is space.bisected
-    return doc, write_plan_folder(out_dir, outcomes, base, doc)
+    with signals_deferred():
+        path = write_plan_folder(out_dir, outcomes, base, doc)
+    if interrupted is not None:
+        raise PlanInterrupted(signum_of(interrupted), path, len(outcomes))
+    return doc, path
+
+
+class PlanInterrupted(Interrupted):
+    """The plan stopped on SIGINT/SIGTERM; `plan.json` (`status: interrupted`) holds what had finished."""
+
+    def __init__(self, signum: int, path: Path, configurations: int) -> None:
+        super().__init__(signum)
+        self.path, self.configurations = path, configurations

@@ -96,11 +96,12 @@ def entry(row: Row, run_dirs: dict[int, str]) -> dict:
 
 
 def plan_json(*, scenario: str, command: str, created: str, objective: str, base: list[str], dimensions: list[dict],
-              rows: list[Row], jobs: dict, notes: list[str], run_dirs: dict[int, str]) -> dict:
+              rows: list[Row], jobs: dict, notes: list[str], run_dirs: dict[int, str],
+              status: str = "completed") -> dict:
     chosen, cheaper = choose(rows)
     entries = {r.id: entry(r, run_dirs) for r in rows}
     return {
-        "schema": SCHEMA, "scenario": scenario, "created": created, "command": command,
+        "schema": SCHEMA, "status": status, "scenario": scenario, "created": created, "command": command,
         "objective": objective, "base_overrides": base, "search": dimensions, "jobs": jobs,
         "chosen": entries[chosen.id] if chosen else None,
         "next_cheaper_failing": entries[cheaper.id] if cheaper else None,
