@@ -40,7 +40,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="timing runs (the fastest is reported, and the median)")
     ap.add_argument("--profile", default=None, help="write a cProfile dump of an extra, untimed run here")
     args = ap.parse_args()
-    traffic = {"kind": "trace", "format": "azure", "path": "shared:traces/azure-llm-2023/AzureLLMInferenceTrace_conv.csv",
+    traffic = {"kind": "trace", "format": "azure", "path": "data:traces/azure-llm-2023/AzureLLMInferenceTrace_conv.csv.gz",
                "transforms": [{"kind": "scale_rate", "factor": args.rate_factor * args.copies},
                               {"kind": "scale_time", "factor": float(args.copies)}]}
     wl = build_workload(traffic, seed=0)

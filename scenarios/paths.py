@@ -1,27 +1,45 @@
 """Where a trace path written in a config points to.
 
-- `shared:traces/azure-llm-2023/x.csv` → the `shared/` folder next to the repository (`<repo>/../shared`);
+- `data:traces/azure-llm-2023/x.csv.gz` → the data shipped inside the package (`scenarios/data/`): public traces,
+  compressed, with their licences (`scenarios/data/README.md`). Every default scenario reads only these.
+- `shared:traces/azure-llm-2023/x.csv` → a full external copy under the shared root: `$INFERPLAN_SHARED_ROOT` when
+  that is set (CI points it at an empty folder to prove nothing depends on it), else `<repo>/../shared`;
 - an absolute path → itself;
 - a relative path → the current working directory if it exists there, else the repository root.
 
-The repository root is the parent of the `scenarios` package.
+The repository root is the parent of the `scenarios` package. The shared root is read at each call, so a change of
+the environment variable takes effect at once.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from inferplan.errors import InputError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED_ROOT = REPO_ROOT.parent / "shared"
+DATA_ROOT = Path(__file__).resolve().parent / "data"
+DATA_PREFIX = "data:"
 SHARED_PREFIX = "shared:"
+SHARED_ROOT_ENV = "INFERPLAN_SHARED_ROOT"
+
+
+def shared_root() -> Path:
+    """The folder `shared:` paths live under: `$INFERPLAN_SHARED_ROOT`, or `<repo>/../shared` when it is unset."""
+    value = os.environ.get(SHARED_ROOT_ENV, "")
+    return Path(value).expanduser() if value else REPO_ROOT.parent / "shared"
+
+
+SHARED_ROOT = shared_root()  # the root at import time, for callers that read it once
 
 
 def resolve_path(path: str | Path, *, file: str = "traffic", field: str = "path") -> Path:
     """The existing file or folder `path` names; `InputError` listing the places tried when there is none."""
     text = str(path)
-    if text.startswith(SHARED_PREFIX):
-        candidates = [SHARED_ROOT / text[len(SHARED_PREFIX):].lstrip("/")]
+    if text.startswith(DATA_PREFIX):
+        candidates = [DATA_ROOT / text[len(DATA_PREFIX):].lstrip("/")]
+    elif text.startswith(SHARED_PREFIX):
+        candidates = [shared_root() / text[len(SHARED_PREFIX):].lstrip("/")]
     elif Path(text).is_absolute():
         candidates = [Path(text)]
     else:
@@ -31,4 +49,5 @@ def resolve_path(path: str | Path, *, file: str = "traffic", field: str = "path"
             return candidate
     tried = ", ".join(str(c) for c in candidates)
     raise InputError(file, field, f"{text!r} does not exist (tried {tried})",
-                     "give a path relative to the working directory or repo root, or `shared:<path under shared/>`")
+                     "give a path relative to the working directory or repo root, `data:<path under scenarios/data/>`"
+                     f" (shipped traces), or `shared:<path under the shared root, ${SHARED_ROOT_ENV} or ../shared>`")

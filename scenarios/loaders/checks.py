@@ -5,8 +5,11 @@ jump to them in an editor.
 """
 from __future__ import annotations
 
+import gzip
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 import pandas as pd
@@ -14,15 +17,25 @@ import pandas as pd
 from inferplan.errors import InputError
 
 
+UNREADABLE = (OSError, EOFError, zlib.error)  # what a damaged gzip file raises while it is read
+
+
+def open_text(path: Path) -> IO[str]:
+    """A text stream over `path`, decompressed on the fly when the name ends in `.gz` (the shipped traces)."""
+    return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")
+
+
 def read_csv_text(path: Path, required: Sequence[str], *, fix_columns: str) -> pd.DataFrame:
-    """Read a headed CSV with every cell as text; reject empty files and missing columns."""
+    """Read a headed CSV (gzipped when named `*.gz`) with every cell as text; reject empty files and missing columns."""
     try:
-        df = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
+        df = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True, compression="infer")
     except pd.errors.EmptyDataError:
         raise InputError(path, "file", "is empty", f"export the trace with its header ({fix_columns})") from None
     except (pd.errors.ParserError, UnicodeDecodeError) as err:
         raise InputError(path, "file", f"is not a readable CSV ({str(err).splitlines()[0]})",
                          "check the delimiter (comma) and quoting") from None
+    except UNREADABLE as err:
+        raise InputError(path, "file", f"cannot be read ({err})", "restore the file from its source") from None
     df.columns = [str(c).strip() for c in df.columns]
     missing = [c for c in required if c not in df.columns]
     if missing:

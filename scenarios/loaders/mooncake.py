@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from inferplan.errors import InputError
-from scenarios.loaders.checks import check_sorted, raise_zero_lengths
+from scenarios.loaders.checks import UNREADABLE, check_sorted, open_text, raise_zero_lengths
 from scenarios.workload import Workload
 
 MOONCAKE_BLOCK_TOKENS = 512
@@ -25,10 +25,17 @@ def _bad(path: Path, line: int, field: str, problem: str, fix: str) -> InputErro
 
 
 def load_mooncake(path: str | Path) -> Workload:
-    """Load a Mooncake JSONL trace as a Workload with `prefix_hashes` (block size 512 tokens)."""
+    """Load a Mooncake JSONL trace (gzipped when named `*.gz`) as a Workload with `prefix_hashes` (512-token blocks)."""
     path = Path(path)
+    try:
+        return _load(path)
+    except (*UNREADABLE, UnicodeDecodeError) as err:
+        raise InputError(path, "file", f"cannot be read ({err})", "restore the file from its source") from None
+
+
+def _load(path: Path) -> Workload:
     ts, prompt, output, hashes = [], [], [], []
-    with open(path, encoding="utf-8") as f:
+    with open_text(path) as f:
         for line_no, line in enumerate(f, start=1):
             if not line.strip():
                 continue

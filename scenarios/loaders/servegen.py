@@ -4,9 +4,13 @@
   p1, p2`; `pattern` is `Gamma` or `Weibull` with shape `p1` (the scale `p2` is recomputed from the rate), or empty
   with rate 0 for an inactive window. All clients of a folder share one window grid.
 - `chunk-<id>-dataset.json` (optional): `{window_start_s: {field: "<python dict literal {value: probability}>"}}`
-  per 6-hour window. The strings are parsed with `ast.literal_eval`, never `eval`. Prompt tokens are
+  per 6-hour window; fields the loader does not read (e.g. `reason_ratio`) are ignored. The strings are parsed with `ast.literal_eval`, never `eval`. Prompt tokens are
   `input_tokens` (language, reasoning pools), or the sum of independent draws of `text_tokens`, `image_tokens`,
   `audio_tokens` and `video_tokens` (multimodal pools); output tokens are `output_tokens`.
+
+Either file may be gzipped (`chunk-<id>-trace.csv.gz`, `chunk-<id>-dataset.json.gz`): the shipped DeepSeek-R1
+pool (`data:traces/servegen/reason/deepseek-r1`) is that form, with the unread fields dropped
+(`scenarios/data/make_data.py`). A folder holding both forms of one client reads the plain file.
 
 `ServeGenLengths` samples lengths per request from its client's distribution in the 6-hour window of its arrival
 (or, when requests carry no client, from the pool's mixture weighted by each client's request volume).
@@ -14,7 +18,9 @@
 from __future__ import annotations
 
 import ast
+import gzip
 import json
+import zlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,7 +41,7 @@ TRACE_COLUMNS = ("window_start_s", "rate_req_per_s", "cv", "pattern", "p1", "p2"
 PATTERN_CODES = {"": NONE, "Gamma": GAMMA, "Weibull": WEIBULL}
 MIN_WEIBULL_SHAPE = 0.02
 MULTIMODAL_PROMPT_FIELDS = ("text_tokens", "image_tokens", "audio_tokens", "video_tokens")
-_TRACE_NAME = re.compile(r"chunk-(.+)-trace\.csv$")
+_TRACE_NAME = re.compile(r"chunk-(.+)-trace\.csv(?:\.gz)?$")
 
 
 @dataclass(frozen=True)
@@ -55,8 +61,15 @@ class ServeGenPool:
 
 def list_clients(folder: Path) -> list[str]:
     """Client ids with a trace file, numerically sorted where they are numbers."""
-    ids = [m.group(1) for p in folder.glob("chunk-*-trace.csv") if (m := _TRACE_NAME.search(p.name))]
+    ids = {m.group(1) for p in folder.glob("chunk-*-trace.csv*") if (m := _TRACE_NAME.search(p.name))}
     return sorted(ids, key=lambda s: (0, int(s), s) if s.isdigit() else (1, 0, s))
+
+
+def client_file(folder: Path, client: str, kind: str) -> Path:
+    """`chunk-<client>-<kind>` in `folder`: the plain file if present, else its `.gz` (the plain name if neither)."""
+    plain = folder / f"chunk-{client}-{kind}"
+    packed = plain.with_name(plain.name + ".gz")
+    return packed if not plain.exists() and packed.exists() else plain
 
 
 def _read_typed(path: Path) -> pd.DataFrame | None:
@@ -66,7 +79,7 @@ def _read_typed(path: Path) -> pd.DataFrame | None:
         table = pacsv.read_csv(path, read_options=pacsv.ReadOptions(column_names=list(TRACE_COLUMNS)),
                                convert_options=pacsv.ConvertOptions(column_types=types, strings_can_be_null=False,
                                                                     quoted_strings_can_be_null=False))
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OSError):
         return None
     df = table.to_pandas()
     return None if df.isna().to_numpy().any() else df
@@ -83,6 +96,8 @@ def _read_trace(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndar
     except pd.errors.ParserError as err:
         raise InputError(path, "file", f"is not a 6-column CSV ({str(err).splitlines()[0]})",
                          "each line needs window_start_s,rate,cv,pattern,p1,p2") from None
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as err:
+        raise InputError(path, "file", f"cannot be read ({err})", "restore the file from ServeGen's data/") from None
     start = numeric(path, df["window_start_s"], "window_start_s", first_line=1)
     rate = numeric(path, df["rate_req_per_s"], "rate_req_per_s", first_line=1)
     numeric(path, df["cv"], "cv", first_line=1)
@@ -147,8 +162,9 @@ def _pmf(path: Path, where: str, text: object) -> Pmf | None:
 def _read_dataset(path: Path) -> tuple[np.ndarray, list[tuple[tuple[Pmf, ...], Pmf] | None]]:
     """Window starts [L] and, per window, (prompt-field PMFs, output PMF), or None where the window is absent."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raw = path.read_bytes()
+        data = json.loads((gzip.decompress(raw) if path.suffix == ".gz" else raw).decode("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError, OSError, EOFError, zlib.error) as err:
         raise InputError(path, "file", f"is not valid JSON ({err})", "restore the file from ServeGen's data/") from None
     if not isinstance(data, dict) or not data:
         raise InputError(path, "file", "has no windows", "expected {window_start_s: {field: \"{...}\"}}")
@@ -183,7 +199,8 @@ def load_servegen_pool(folder: str | Path, *, clients: Sequence | None = None, t
     folder = Path(folder)
     available = list_clients(folder)
     if not available:
-        raise InputError(folder, "folder", "has no chunk-<id>-trace.csv files", "point path at a ServeGen pool folder")
+        raise InputError(folder, "folder", "has no chunk-<id>-trace.csv(.gz) files",
+                         "point path at a ServeGen pool folder")
     chosen = available if clients is None else [str(c) for c in clients]
     missing = [c for c in chosen if c not in available]
     if missing or not chosen:
@@ -192,7 +209,7 @@ def load_servegen_pool(folder: str | Path, *, clients: Sequence | None = None, t
                          f"choose from: {shown}")
     grid, rates, codes, shapes = None, [], [], []
     for c in chosen:
-        path = folder / f"chunk-{c}-trace.csv"
+        path = client_file(folder, c, "trace.csv")
         start, rate, code, shape = _read_trace(path)
         _check_grid(path, start, grid)
         grid = start if grid is None else grid
@@ -212,7 +229,7 @@ def load_servegen_pool(folder: str | Path, *, clients: Sequence | None = None, t
 def _with_lengths(folder: Path, cw: ClientWindows) -> ServeGenPool:
     starts, prompt_pmfs, output_pmfs = None, [], []
     for c in cw.client_ids:
-        path = folder / f"chunk-{c}-dataset.json"
+        path = client_file(folder, c, "dataset.json")
         if not path.exists():
             raise InputError(path, "file", "is missing (this client has no length distributions)",
                              "choose clients that have a dataset.json, or give `lengths:` explicitly")

@@ -1,14 +1,19 @@
-"""Fixtures for scenarios tests: where the real traces and the shipped samples live."""
+"""Fixtures for scenarios tests: where the full external traces, the shipped data and the shipped samples live."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
-from scenarios.paths import REPO_ROOT, SHARED_ROOT
+from scenarios.paths import DATA_ROOT, REPO_ROOT, shared_root
 
-TRACES = SHARED_ROOT / "traces"
 SAMPLES = REPO_ROOT / "scenarios" / "samples"
+DATA_TRACES = DATA_ROOT / "traces"
+
+
+def traces_root() -> Path:
+    """`traces/` under the shared root (`$INFERPLAN_SHARED_ROOT` or ../shared): full external copies, maybe absent."""
+    return shared_root() / "traces"
 
 
 @pytest.fixture
@@ -18,12 +23,17 @@ def samples() -> Path:
 
 
 @pytest.fixture
-def real_trace():
-    """real_trace(relative) -> a path under shared/traces, skipping the test when the traces are absent."""
+def real_trace(request):
+    """real_trace(relative) -> a path under <shared root>/traces, skipping the test when that copy is absent.
+
+    Only tests marked `shared_trace` may use it, so that `-m "not shared_trace"` leaves out every one of them."""
+    if request.node.get_closest_marker("shared_trace") is None:
+        pytest.fail(f"{request.node.name} reads a full external trace: mark it @pytest.mark.shared_trace")
+
     def _real(relative: str) -> Path:
-        path = TRACES / relative
+        path = traces_root() / relative
         if not path.exists():
-            pytest.skip(f"real trace {path} is not present")
+            pytest.skip(f"full external trace {path} is absent (set INFERPLAN_SHARED_ROOT or add ../shared)")
         return path
     return _real
 

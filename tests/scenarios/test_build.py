@@ -8,7 +8,7 @@ import pytest
 
 from inferplan.errors import InputError
 from scenarios import GENERATORS, build_workload
-from scenarios.paths import REPO_ROOT, SHARED_ROOT
+from scenarios.paths import REPO_ROOT, shared_root
 
 LOGNORMAL = {"kind": "lognormal", "prompt": {"median_tokens": 800, "p99_tokens": 6000},
              "output": {"mean_tokens": 150, "sigma": 0.7}}
@@ -153,9 +153,9 @@ def test_relative_path_resolves_against_cwd_then_repo(tmp_path, monkeypatch):
     assert len(build_workload(KINDS["trace"], 0)) == 1  # cwd wins
 
 
-def test_shared_prefix_path():
-    if not (SHARED_ROOT / "traces/azure-llm-2023").exists():
-        pytest.skip("shared traces not present")
+@pytest.mark.shared_trace
+def test_shared_prefix_path(real_trace):
+    real_trace("azure-llm-2023/AzureLLMInferenceTrace_code.csv")
     wl = build_workload({"kind": "trace", "format": "azure",
                          "path": "shared:traces/azure-llm-2023/AzureLLMInferenceTrace_code.csv"}, 0)
     assert len(wl) == 8819
@@ -259,7 +259,7 @@ def test_docs_examples_are_valid():
     text = (REPO_ROOT / "docs/scenarios.md").read_text()
     blocks = re.findall(r"```yaml\n(.*?)```", text, re.S)
     assert len(blocks) >= 10
-    shared = (SHARED_ROOT / "traces").exists()
+    shared = (shared_root() / "traces").exists()
     for block in blocks:
         if "shared:" in block and not shared:
             continue

@@ -77,6 +77,7 @@ def test_scenario_runs_at_reduced_scale(name):
 AZURE_CONV_RATE_PER_S = 19366 / 3502  # the trace's requests over its span (shared/traces/azure-llm-2023/README.md)
 
 
+@pytest.mark.shared_trace
 def test_chat_diurnal_curve_is_the_azure_rate_times_the_servegen_m_small_day(real_trace):
     pool = load_servegen_pool(real_trace("servegen/language/m-small"), with_lengths=False)
     _, rate = pool.aggregate_rate()                       # [2016] 600-s windows over 14 days
@@ -185,9 +186,8 @@ def test_deepseek_v3_day_workload_parameters_follow_from_the_published_facts():
     assert run.pools["decode"].instances == 1
 
 
-def test_deepseek_v3_day_length_shapes_are_servegen_deepseek_r1s(real_trace):
-    real_trace("servegen/reason/deepseek-r1")
-    wl = build_workload({"kind": "servegen", "path": "shared:traces/servegen/reason/deepseek-r1",
+def test_deepseek_v3_day_length_shapes_are_servegen_deepseek_r1s():
+    wl = build_workload({"kind": "servegen", "path": "data:traces/servegen/reason/deepseek-r1",
                          "rate_scale": 0.02}, seed=0)
     tr = _traffic("deepseek_v3_day")
     assert np.log(wl.prompt_tokens).std() == pytest.approx(tr["user_tokens"]["sigma"], abs=0.05)

@@ -11,20 +11,30 @@ from inferplan.errors import InputError
 from scenarios.loaders import (load_azure, load_burstgpt, load_generic, load_mooncake, load_servegen_pool,
                                save_workload)
 from scenarios.loaders.servegen import ServeGenLengths
+from scenarios.paths import DATA_ROOT
 from scenarios.rng import Streams
 from scenarios.workload import Workload
 
 AZURE_HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
 BURST_HEADER = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+DATA_TRACES = DATA_ROOT / "traces"
 
 
-# -- real traces and samples --------------------------------------------------------------------------------
+# -- real traces (the shipped copies, and full external ones) and samples ----------------------------------------
+def _trace(request, where: str, relative: str):
+    """The shipped copy (`data`, gzipped) or the full external one (`shared`, skipped when absent) of a trace."""
+    if where == "data":
+        return DATA_TRACES / f"{relative}.gz"
+    return request.getfixturevalue("real_trace")(relative)
+
+
+@pytest.mark.parametrize("where", ["data", pytest.param("shared", marks=pytest.mark.shared_trace)])
 @pytest.mark.parametrize("name,rows,span_s,mean_in,mean_out", [
     ("AzureLLMInferenceTrace_code.csv", 8819, 3435.95, 2048, 28),
     ("AzureLLMInferenceTrace_conv.csv", 19366, 3501.72, 1155, 211),
 ])
-def test_azure_real(real_trace, name, rows, span_s, mean_in, mean_out):
-    path = real_trace(f"azure-llm-2023/{name}")
+def test_azure_real(request, where, name, rows, span_s, mean_in, mean_out):
+    path = _trace(request, where, f"azure-llm-2023/{name}")
     start = time.perf_counter()
     wl = load_azure(path)
     assert time.perf_counter() - start < 1.0
@@ -41,10 +51,12 @@ def test_azure_sample_matches_real_head(samples):
     assert sample.prompt_tokens[:2].tolist() == [374, 396] and sample.output_tokens[:2].tolist() == [44, 109]
 
 
-@pytest.mark.parametrize("name,rows,mean_in", [("conversation_trace.jsonl", 12031, 12035),
-                                               ("synthetic_trace.jsonl", 3993, 15325)])
-def test_mooncake_real(real_trace, name, rows, mean_in):
-    path = real_trace(f"mooncake/{name}")
+@pytest.mark.parametrize("where,name,rows,mean_in", [
+    ("data", "conversation_trace.jsonl", 12031, 12035),
+    pytest.param("shared", "conversation_trace.jsonl", 12031, 12035, marks=pytest.mark.shared_trace),
+    pytest.param("shared", "synthetic_trace.jsonl", 3993, 15325, marks=pytest.mark.shared_trace)])
+def test_mooncake_real(request, where, name, rows, mean_in):
+    path = _trace(request, where, f"mooncake/{name}")
     start = time.perf_counter()
     wl = load_mooncake(path)
     assert time.perf_counter() - start < 1.0
@@ -64,19 +76,26 @@ def test_mooncake_sample(samples):
     assert len(load_mooncake(samples / "mooncake_synthetic_head200.jsonl")) == 200
 
 
-@pytest.mark.parametrize("pool,clients,mean_rate", [("reason/deepseek-r1", 73, 16.0),
-                                                    ("multimodal/mm-image", 35, 9.5),
-                                                    ("language/m-large", 162, 195.8),
-                                                    ("language/m-mid", 109, 1790),
-                                                    ("language/m-small", 43, 1174)])
-def test_servegen_real(real_trace, pool, clients, mean_rate):
-    folder = real_trace(f"servegen/{pool}")
+def _shared(*values):
+    return pytest.param("shared", *values, marks=pytest.mark.shared_trace)
+
+
+@pytest.mark.parametrize("where,pool,clients,mean_rate", [("data", "reason/deepseek-r1", 73, 16.0),
+                                                          _shared("reason/deepseek-r1", 73, 16.0),
+                                                          _shared("multimodal/mm-image", 35, 9.5),
+                                                          _shared("language/m-large", 162, 195.8),
+                                                          _shared("language/m-mid", 109, 1790),
+                                                          _shared("language/m-small", 43, 1174)])
+def test_servegen_real(request, where, pool, clients, mean_rate):
+    folder = DATA_TRACES / "servegen" / pool if where == "data" else request.getfixturevalue("real_trace")(
+        f"servegen/{pool}")
     p = load_servegen_pool(folder, with_lengths=False)
     assert len(p.windows.client_ids) == clients and p.windows.window_s == 600.0
     assert p.windows.window_start_s.size in (144, 2016)  # 1 day (reason, multimodal) or 14 days (language)
     assert p.aggregate_rate()[1].mean() == pytest.approx(mean_rate, rel=0.01)  # README aggregate mean
 
 
+@pytest.mark.shared_trace
 def test_servegen_real_language_pool_and_its_one_dataset(real_trace):
     folder = real_trace("servegen/language/m-large")
     p = load_servegen_pool(folder, clients=[61], top_clients=None)
