@@ -69,3 +69,28 @@ def test_bad_input_exits_2_from_the_command_line(tmp_path):
 def test_help_lists_the_options(tmp_path):
     proc = run_plan("--help", cwd=tmp_path)
     assert proc.returncode == 0 and "ray_address=" in proc.stdout and "search." in proc.stdout
+
+
+@pytest.mark.parametrize("signum, code", [(2, 130), (15, 143)])
+def test_an_interrupted_plan_writes_what_finished_and_exits_with_the_signal_code(tmp_path, signum, code):
+    import signal
+    import time
+
+    out, cache = tmp_path / "plan", tmp_path / "cache"
+    proc = subprocess.Popen([sys.executable, "-m", "sim.plan", "scenario=smoke", "scenario.traffic.num_requests=20000",
+                             "search.scenario.pools.main.instances=range(1,13)", "jobs=1", f"out_dir={out}",
+                             f"cache_dir={cache}"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 240
+    while not any(cache.rglob("DONE")) and time.monotonic() < deadline:   # a first configuration finished
+        time.sleep(0.05)
+    proc.send_signal(signal.Signals(signum))
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == code, stderr
+    lines = [line for line in stderr.splitlines() if line.strip() and "StaleBuildWarning" not in line]
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr
+    assert lines[0].startswith("interrupted after ") and f"partial plan in {out / 'plan.json'}" in lines[0]
+    doc = json.loads((out / "plan.json").read_text())
+    assert doc["status"] == "interrupted" and doc["configurations"]
+    assert all(c["status"] == "completed" and c["usd"] is not None for c in doc["configurations"])
+    assert doc["notes"][0].startswith(f"interrupted ({signal.Signals(signum).name})")
