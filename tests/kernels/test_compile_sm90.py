@@ -5,6 +5,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # about 90 s: every autotune config through the sm_90 compiler
+
 REPO = Path(__file__).resolve().parents[2]
 
 

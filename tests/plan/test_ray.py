@@ -25,6 +25,7 @@ requires_ray_launcher = pytest.mark.skipif(
 
 
 @requires_ray
+@pytest.mark.slow  # starts a local Ray
 def test_a_plan_on_a_local_ray_gives_the_same_answer(tmp_path):
     args = [*TOY, *SEARCH, f"out_dir={tmp_path / 'plan'}", f"cache_dir={tmp_path / 'cache'}", "ray_address=local",
             "jobs=2", "progress=false"]
@@ -38,6 +39,7 @@ def test_a_plan_on_a_local_ray_gives_the_same_answer(tmp_path):
 
 
 @requires_ray_launcher
+@pytest.mark.slow  # starts a local Ray
 def test_a_sweep_on_the_ray_launcher_writes_sweep_parquet(tmp_path):
     sweep = tmp_path / "sweep"
     proc = subprocess.run([sys.executable, "-m", "sim", "-m", "hydra/launcher=ray",

@@ -186,6 +186,7 @@ def test_deepseek_v3_day_workload_parameters_follow_from_the_published_facts():
     assert run.pools["decode"].instances == 1
 
 
+@pytest.mark.slow  # builds the whole day's traffic
 def test_deepseek_v3_day_length_shapes_are_servegen_deepseek_r1s():
     wl = build_workload({"kind": "servegen", "path": "data:traces/servegen/reason/deepseek-r1",
                          "rate_scale": 0.02}, seed=0)
@@ -194,6 +195,7 @@ def test_deepseek_v3_day_length_shapes_are_servegen_deepseek_r1s():
     assert np.log(wl.output_tokens).std() == pytest.approx(tr["output_tokens"]["sigma"], abs=0.05)
 
 
+@pytest.mark.slow  # builds the whole day's traffic
 def test_deepseek_v3_day_traffic_reproduces_the_published_token_facts():
     """Over a long window (6 h at 3 conversations/s, no simulation): hit share, token ratio, KV per output token.
 
