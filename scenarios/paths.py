@@ -12,25 +12,16 @@ the environment variable takes effect at once.
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from inferplan.errors import InputError
+from inferplan.paths import SHARED_ROOT_ENV, shared_root
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DATA_ROOT = Path(__file__).resolve().parent / "data"
 DATA_PREFIX = "data:"
 SHARED_PREFIX = "shared:"
-SHARED_ROOT_ENV = "INFERPLAN_SHARED_ROOT"
-
-
-def shared_root() -> Path:
-    """The folder `shared:` paths live under: `$INFERPLAN_SHARED_ROOT`, or `<repo>/../shared` when it is unset."""
-    value = os.environ.get(SHARED_ROOT_ENV, "")
-    return Path(value).expanduser() if value else REPO_ROOT.parent / "shared"
-
-
-SHARED_ROOT = shared_root()  # the root at import time, for callers that read it once
+__all__ = ["DATA_PREFIX", "DATA_ROOT", "REPO_ROOT", "SHARED_PREFIX", "SHARED_ROOT_ENV", "resolve_path", "shared_root"]
 
 
 def resolve_path(path: str | Path, *, file: str = "traffic", field: str = "path") -> Path:
