@@ -47,14 +47,18 @@ def test_a_failed_job_keeps_partial_results_and_the_table_can_be_rebuilt(tmp_pat
     sweep = tmp_path / "sweep"
     proc = run("-m", "sim", "-m", *SMALL, "scenario.pools.main.model=llama3_8b,deepseek_v3",
                "hydra.launcher.n_jobs=1", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
-    assert proc.returncode == 2 and proc.stderr.startswith("error: ") and "does not fit" in proc.stderr
-    assert not (sweep / "sweep.parquet").exists()      # Hydra skips on_multirun_end after a failed job
+    assert proc.returncode == 1 and "error: job 1: " in proc.stderr and "does not fit" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    written = pq.read_table(sweep / "sweep.parquet").to_pandas()     # written although a job failed
+    (sweep / "sweep.parquet").unlink()
     rebuilt = run("-m", "sim.sweep", str(sweep), cwd=tmp_path)
     assert rebuilt.returncode == 0 and "(2 jobs, 1 completed)" in rebuilt.stdout
     df = pq.read_table(sweep / "sweep.parquet").to_pandas().sort_values("job")
+    assert df.drop(columns="wall_time_s").equals(written.sort_values("job").drop(columns="wall_time_s"))
     assert df["status"].tolist() == ["completed", "failed"]
     assert df["scenario.pools.main.model"].tolist() == ["llama3_8b", "deepseek_v3"]
     assert df["ttft_p99_s"].notna().tolist() == [True, False]
+    assert "does not fit" in df["error"].iloc[1] and df["error"].iloc[0] == ""
 
 
 def test_rebuilding_an_empty_folder_is_one_line(tmp_path):
