@@ -38,16 +38,49 @@ REPO = Path(__file__).resolve().parent.parent
 LAYER_OPS = GEMMS + tuple(ELEMENTWISE)
 
 
-class AnalyticalModel:
-    """The simulator's analytical pricing of one op (mirrors `sim.cost.pricer.OpPricer` without a profile)."""
+def _shape(p: ReferencePoint) -> dict[str, float]:
+    return {k: float(v) for k, v in (kv.split("=") for kv in p.shape.split(","))}
 
-    def __init__(self, hw: HardwareSpec, cost: dict) -> None:
+
+class AnalyticalModel:
+    """The simulator's analytical pricing of one op (mirrors `sim.cost.pricer.OpPricer` without a profile): the
+    scalar defaults, or the hardware generation's fitted shape forms (`sim.cost.efficiency`, read from the same
+    conf files) where it has them."""
+
+    def __init__(self, hw: HardwareSpec, cost: dict, generation: bool = True) -> None:
         self.hw = hw
         self.efficiency = {k: float(v) for k, v in cost["efficiency"].items()}
         self.launch_s = float(cost["launch_s"])
         self.link_efficiency = float(cost.get("link_efficiency", 1.0))
+        self.gen = None
+        if generation:
+            from sim.cost.efficiency import hardware_generation, load_generation  # (the forms the simulator uses)
+
+            self.gen = load_generation(hardware_generation(hw.source))
+
+    def _form_s(self, p: ReferencePoint) -> float | None:
+        g, hw = self.gen, self.hw
+        if g is None:
+            return None
+        peak, bw = hw.peak_for(ops.check_dtype(p.dtype)["compute"]), hw.mem_bandwidth_bytes_per_s
+        if p.op == "gemm" and g.gemm_form(ops.check_dtype(p.dtype)["compute"]) is not None:
+            s = _shape(p)
+            form = g.gemm_form(ops.check_dtype(p.dtype)["compute"])
+            assert form is not None
+            return max(self.launch_s, form.time_s(s["m"], s["n"], s["k"], p.flops, p.bytes, peak, bw))
+        if p.op == "attn_prefill" and g.attn_prefill is not None:
+            s = _shape(p)
+            return max(self.launch_s, g.attn_prefill.time_s(p.flops, p.bytes, s["c"] + (s["q"] + 1) / 2, peak, bw))
+        if p.op == "attn_decode" and g.attn_decode is not None:
+            return max(self.launch_s, float(g.attn_decode.time_s(p.flops, p.bytes, peak, bw)))
+        if p.op == "allreduce" and p.link == "intra" and g.allreduce is not None and p.bytes <= g.allreduce.max_bytes:
+            return g.allreduce.time_s(p.bytes, p.tp)
+        return None
 
     def time_s(self, p: ReferencePoint) -> float:
+        t = self._form_s(p)
+        if t is not None:
+            return t
         if p.op == "allreduce":
             intra = p.link == "intra"
             bw = (self.hw.intra_node_bandwidth_bytes_per_s if intra else self.hw.inter_node_bandwidth_bytes_per_s)

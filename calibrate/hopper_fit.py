@@ -390,8 +390,9 @@ def _params_yaml(g, a, ar, ep) -> dict:
 
 def report_md(lines: list[dict]) -> str:
     out = [BEGIN, "", "Held-out MAPE (%) of the analytical model against each published kernel table "
-           "(`python -m calibrate.hopper_fit --write`; before = scalar defaults of conf/cost/roofline.yaml, "
-           "after = conf/cost/generations/hopper.yaml):", "",
+           "(`python -m calibrate.hopper_fit --write --vidur ../shared/reference-profiles/vidur`; before = scalar "
+           "defaults of conf/cost/roofline.yaml, after = with conf/cost/generations/<generation>.yaml; Vidur rows: "
+           "no fit uses them, every point counts):", "",
            "| op | GPU | table (calibrate/reference_kernels/) | held out | before | after |", "|---|---|---|---|---|---|"]
     for r in lines:
         worst = f" (worst {r['worst_after']:.0f})" if "worst_after" in r else ""
@@ -400,12 +401,40 @@ def report_md(lines: list[dict]) -> str:
     return "\n".join(out)
 
 
+def vidur_lines(folder: str) -> list[dict]:
+    """Per Vidur op and device: the analytical model against Vidur-format tables (`calibrate.crosscheck`), with
+    the scalar defaults (before) and with the device generation's forms where it has them (after). No fit uses
+    these tables, so every point is held out."""
+    from collections import defaultdict
+
+    from calibrate.crosscheck import AnalyticalModel, _load_cost
+    from calibrate.vidur import load_reference
+
+    cost = _load_cost(CONF_DIR / "cost" / "roofline.yaml")
+    points, _ = load_reference(folder)
+    models: dict[str, tuple] = {}
+    cells: dict[tuple[str, str], list[tuple[float, float, float]]] = defaultdict(list)
+    for p in points:
+        if p.hardware not in models:
+            hw = load_hardware(p.hardware)
+            models[p.hardware] = (AnalyticalModel(hw, cost, generation=False), AnalyticalModel(hw, cost))
+        before, after = models[p.hardware]
+        cells[(p.vidur_op, p.hardware)].append((before.time_s(p), after.time_s(p), p.measured_s))
+    return [{"op": f"{op} (Vidur)", "gpu": hw, "table": f"vidur {sorted({p.source for p in points if p.vidur_op == op})[0].split('/')[0]}/...",
+             "n": len(v), "before": mape([b for b, _, _ in v], [m for _, _, m in v]),
+             "after": mape([a for _, a, _ in v], [m for _, _, m in v])} for (op, hw), v in sorted(cells.items())]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m calibrate.hopper_fit", description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="write conf/cost/generations/hopper.yaml and the "
                                                              "report in docs/cost-model.md")
+    parser.add_argument("--vidur", default=None, help="also report against Vidur-format tables in this folder "
+                                                      "(e.g. ../shared/reference-profiles/vidur)")
     args = parser.parse_args(argv)
     params, lines = evaluate()
+    if args.vidur:
+        lines += vidur_lines(args.vidur)
     md = report_md(lines)
     print(md)
     if args.write:
