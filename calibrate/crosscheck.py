@@ -73,6 +73,16 @@ class AnalyticalModel:
             return max(self.launch_s, g.attn_prefill.time_s(p.flops, p.bytes, s["c"] + (s["q"] + 1) / 2, peak, bw))
         if p.op == "attn_decode" and g.attn_decode is not None:
             return max(self.launch_s, float(g.attn_decode.time_s(p.flops, p.bytes, peak, bw)))
+        if p.op == "elementwise" and g.elementwise is not None:
+            from calibrate.elementwise_fit import KIND
+
+            if p.vidur_op in KIND:
+                return g.elementwise.kernel_s(KIND[p.vidur_op], p.bytes, bw)
+            s = _shape(p)  # the bundle: the kernels sarathi ran unfused (two norms, two adds, act, rope)
+            t, h, i, r = s["t"], s["h"], s["i"], s["r"]
+            k = g.elementwise.kernel_s
+            return (2 * k("norm", 2 * t * h * 2.0, bw) + 2 * k("add", 3 * t * h * 2.0, bw)
+                    + k("act", 3 * t * i * 2.0, bw) + k("rope", 2 * t * r * 2.0, bw))
         if p.op == "allreduce" and p.link == "intra" and g.allreduce is not None and p.bytes <= g.allreduce.max_bytes:
             return g.allreduce.time_s(p.bytes, p.tp)
         return None

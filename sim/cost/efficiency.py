@@ -12,6 +12,8 @@ file replaces that, for the ops it covers, with forms whose parameters were fitt
 * Custom all-reduce (intra-node, below `max_bytes`): one-shot `lat + (p-1) S / B` or two-shot
   `2 lat + 2 (p-1)/p S / B`, whichever is faster, lat = a0 + a1 p; larger messages go to NCCL's ring.
 * EP all-to-all: DeepEP normal (bandwidth fractions of NVLink / NIC) and low-latency (latency + bytes / B).
+* Elementwise kernels by kind (norm, add, act, rope): `floor + bytes / (bandwidth x e)` each; a layer runs them
+  as the engines fuse them (`ElementwiseForm.layer_s`).
 Every function takes floats (or numpy arrays where decode contexts vary) and is pure arithmetic.
 """
 from __future__ import annotations
@@ -112,6 +114,29 @@ class AllToAllForm:
 
 
 @dataclass(frozen=True)
+class ElementwiseForm:
+    kinds: tuple               # ((kind, efficiency, floor_s), ...) for norm, add, act, rope
+
+    def kernel_s(self, kind: str, bytes_: float, bw: float) -> float:
+        for k, e, floor in self.kinds:
+            if k == kind:
+                return floor + bytes_ / (bw * e) if bytes_ > 0 else 0.0
+        raise KeyError(f"no elementwise kind {kind!r}")
+
+    def layer_s(self, tokens: float, hidden: float, rope_cols: float, act_rows: float, act_cols: float,
+                bw: float, scale: float = 1.0) -> float:
+        """One layer's elementwise kernels as vLLM / SGLang fuse them: two fused residual-add + RMSNorm kernels
+        (read x and the residual, write both: 4 passes of tokens x hidden, bf16), rotary on Q and K (1 read +
+        1 write), the gated activation (2 reads + 1 write of the MLP's rows x intermediate)."""
+        if tokens <= 0:
+            return 0.0
+        norm = 2 * self.kernel_s("norm", 4 * tokens * hidden * 2.0 / scale, bw)
+        rope = self.kernel_s("rope", 2 * tokens * rope_cols * 2.0 / scale, bw) if rope_cols else 0.0
+        act = self.kernel_s("act", 3 * act_rows * act_cols * 2.0 / scale, bw) if act_rows else 0.0
+        return norm + rope + act
+
+
+@dataclass(frozen=True)
 class Generation:
     name: str
     gemm: dict                 # compute format ("bf16", "fp8") -> GemmForm
@@ -121,6 +146,7 @@ class Generation:
     allreduce: AllReduceForm | None
     all_to_all: AllToAllForm | None
     source: str
+    elementwise: ElementwiseForm | None = None
 
     def gemm_form(self, compute: str) -> GemmForm | None:
         return self.gemm.get(compute) or self.gemm.get("bf16")
@@ -149,9 +175,13 @@ def load_generation(name: str | None) -> Generation | None:
         p = _params(d, key)
         return cls(**{k: float(v) for k, v in p.items()}) if p else None
 
+    ew = d.get("elementwise") or {}
+    kinds = tuple(sorted((str(k), float(_params(ew, k)["efficiency"]), float(_params(ew, k)["floor_s"]))
+                         for k in ew if isinstance(ew[k], dict)))
     return Generation(str(d.get("generation", name)), gemm, make(PrefillForm, "attn_prefill"),
                       make(RooflineForm, "attn_decode"), make(RooflineForm, "attn_mla_decode"),
-                      make(AllReduceForm, "allreduce"), make(AllToAllForm, "all_to_all"), str(path))
+                      make(AllReduceForm, "allreduce"), make(AllToAllForm, "all_to_all"), str(path),
+                      ElementwiseForm(kinds) if kinds else None)
 
 
 def hardware_generation(source: str) -> str | None:

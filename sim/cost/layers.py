@@ -223,11 +223,13 @@ class LayerPricer:
         e = m.moe
         inter = (m.intermediate_size if e is None else e.expert_intermediate_size * e.top_k) / lay.tp
         act = T * 2 * inter
+        act_rows, act_cols = T, inter
         if moe:
             assert e is not None  # (MoE layers exist only in MoE models)
             dense, routed, a2a, fetch, rows = self.moe_ffn(w)
             if lay.ep > 1:
                 act = rows * 2 * e.expert_intermediate_size
+                act_rows, act_cols = rows, float(e.expert_intermediate_size)
             parts["dense_gemm"] += dense
             parts["moe_gemm"] = routed
             comm += a2a
@@ -236,6 +238,10 @@ class LayerPricer:
             parts["dense_gemm"] += self.dense_ffn(T)
             launches += 2
         elements = T * (4 * m.hidden_size + m.num_heads * m.head_dim / lay.tp) + act
-        parts["elementwise"] = (self.pricer.time_s("elementwise", "bf16", *ops.elementwise_work(elements))
-                                if T > 0 else 0.0)
+        if m.attention_kind == "gqa":
+            rope_cols = (self.heads + max(1.0, m.num_kv_heads / lay.tp)) * m.head_dim
+        else:
+            rope_cols = (self.heads + 1.0) * m.qk_rope_head_dim
+        parts["elementwise"] = self.pricer.elementwise_layer_s(T, m.hidden_size, rope_cols, act_rows, act_cols,
+                                                               elements)
         return LayerCost(parts, comm, fetch, launches)

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from calibrate import ops
 from calibrate.ops import check_dtype
 from calibrate.profile import EfficiencyCurve, Profile
 from inferplan.specs import HardwareSpec
@@ -105,6 +106,18 @@ class OpPricer:
         t = form.time_s(flops, bytes_, seq, self.hw.peak_for(check_dtype(dtype)["compute"]),
                         self.hw.mem_bandwidth_bytes_per_s, self.efficiency_scale.get("attn_prefill", 1.0))
         return t if t >= self._launch_s else self._launch_s
+
+    def elementwise_layer_s(self, tokens: float, hidden: float, rope_cols: float, act_rows: float,
+                            act_cols: float, elements: float) -> float:
+        """A layer's elementwise kernels: the generation's per-kind kernels as engines fuse them
+        (`ElementwiseForm.layer_s`) where no profile covers `elementwise`, else one bundled op of `elements`."""
+        g, profile = self.generation, self.profile
+        form = g.elementwise if g is not None else None
+        if form is None or (profile is not None and profile.curve("elementwise", "bf16") is not None):
+            return self.time_s("elementwise", "bf16", *ops.elementwise_work(elements)) if tokens > 0 else 0.0
+        self.analytical.add(("elementwise", "bf16"))
+        return form.layer_s(tokens, hidden, rope_cols, act_rows, act_cols, self.hw.mem_bandwidth_bytes_per_s,
+                            self.efficiency_scale.get("elementwise", 1.0))
 
     def time_s(self, op: str, dtype: str, flops: float, bytes_: float) -> float:
         """Seconds for one launch of `op` doing `flops` and moving `bytes_` (0 when there is no work)."""

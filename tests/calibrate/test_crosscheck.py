@@ -61,6 +61,7 @@ def test_crosscheck_any_gpu_writes_to_the_run_folder(tmp_path, monkeypatch, caps
     (out,) = (tmp_path / "runs" / "crosscheck").glob("*/crosscheck.json")
     doc = json.loads(out.read_text())
     assert doc["hardware"] == hw
+    assert (AnalyticalModel(load_hardware(hw), COST).gen is not None)
     ops_seen = {r["op"] for r in doc["by_op"]}
     assert {"attn_pre_proj", "mlp_up_proj", "layer_elementwise"} <= ops_seen
     assert any(o.startswith("all_reduce") for o in ops_seen) == (NODE_HARDWARE[node] == hw)
@@ -120,11 +121,16 @@ def test_maps_vidur_ops_onto_our_vocabulary(slice_points):
 def test_analytical_model_is_the_simulators(slice_points):
     pricer = pytest.importorskip("sim.cost.pricer")
     hw = load_hardware("a100_80gb")
-    mine = AnalyticalModel(hw, COST)
+    mine = AnalyticalModel(hw, COST, generation=False)
     theirs = pricer.OpPricer(hw, COST["efficiency"], COST["launch_s"])
     for p in slice_points[0]:
         if p.op != "allreduce":
             assert mine.time_s(p) == pytest.approx(theirs.time_s(p.op, p.dtype, p.flops, p.bytes), rel=1e-12)
+    # with the Ampere generation file: elementwise kernels by kind, as sim.cost.efficiency prices them
+    gen = AnalyticalModel(hw, COST)
+    assert gen.gen is not None and gen.gen.elementwise is not None
+    norm = next(p for p in slice_points[0] if p.vidur_op == "input_layernorm")
+    assert gen.time_s(norm) == gen.gen.elementwise.kernel_s("norm", norm.bytes, hw.mem_bandwidth_bytes_per_s)
 
 
 def test_report_has_errors_per_op_and_tp(slice_points):

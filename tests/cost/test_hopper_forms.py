@@ -51,7 +51,21 @@ def test_generation_tags_select_the_forms():
     assert hardware_generation(load_hardware("h100_sxm").source) == "hopper"
     assert hardware_generation(load_hardware("a100_80gb").source) == "ampere"
     assert load_generation("hopper") is not None
-    assert load_generation("ampere") is None and load_generation(None) is None
+    ampere = load_generation("ampere")  # elementwise kernels only (fitted on Vidur's A100 tables)
+    assert ampere is not None and ampere.elementwise is not None and not ampere.gemm
+    assert ampere.attn_prefill is None and ampere.allreduce is None
+    assert load_generation("none") is None and load_generation(None) is None and load_generation("ada") is None
+
+
+def test_elementwise_layer_fuses_as_engines_do():
+    ew = load_generation("ampere").elementwise
+    bw = load_hardware("a100_80gb").mem_bandwidth_bytes_per_s
+    one = ew.layer_s(1, 4096, 6144, 1, 14336, bw)
+    floors = sum(2 * f if k == "norm" else f for k, _, f in ew.kinds if k != "add")
+    assert one == pytest.approx(floors, rel=0.05)  # a 1-token layer costs its 4 kernels' floors, not ~0
+    big = ew.layer_s(32768, 4096, 6144, 32768, 14336, bw)
+    assert big > 100 * one
+    assert ew.layer_s(0, 4096, 6144, 0, 14336, bw) == 0.0
 
 
 def test_gemm_form_depends_on_shape_not_only_on_roofline():
