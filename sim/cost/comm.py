@@ -7,7 +7,8 @@
 * EP kernels (`communication.ep_kernel_prefill` / `ep_kernel_decode`): `generic` = the split below at
   `link_efficiency`; `deepep_normal` = the same split at DeepEP normal kernels' measured fractions of NVLink and
   NIC bandwidth, with node de-duplication; `deepep_low_latency` = DeepEP's low-latency kernels: a fixed latency
-  plus the busiest device's bytes at their measured rate (straight to each expert's GPU).
+  plus all of the busiest device's token copies (rows x bytes) at their measured rate (straight to each expert's
+  GPU; the rate was fitted on the same count).
 * EP all-to-all (dispatch, then combine): a device sends (or receives, the busier of the two) `rows` hidden
   vectors of `elem_bytes` each. With uniform routing over ep ranks, (n - 1)/ep of them go to the other devices of
   its node (NVLink) and 1 - n/ep to other nodes (the per-device NIC), n = min(ep, devices_per_node); the two links
@@ -71,7 +72,7 @@ class Links:
         n, ep = self.node_devices, self.ep
         d = self.deepep
         if d is not None and kernel == "deepep_low_latency":
-            return d.ll_latency_s + (ep - 1) / ep * rows * elem_bytes / (d.ll_bytes_per_s * self.a2a_scale)
+            return d.ll_latency_s + rows * elem_bytes / (d.ll_bytes_per_s * self.a2a_scale)  # (as fitted: every copy)
         if d is not None and kernel == "deepep_normal":
             intra_bw = self.hw.intra_node_bandwidth_bytes_per_s * d.normal_intra_eff * self.a2a_scale
             inter_bw = self.hw.inter_node_bandwidth_bytes_per_s * d.normal_inter_eff * self.a2a_scale
