@@ -74,7 +74,7 @@ class AnalyticalModel:
         if p.op == "attn_decode" and g.attn_decode is not None:
             return max(self.launch_s, float(g.attn_decode.time_s(p.flops, p.bytes, peak, bw)))
         if p.op == "elementwise" and g.elementwise is not None:
-            from calibrate.elementwise_fit import KIND
+            from calibrate.ampere_fit import KIND
 
             if p.vidur_op in KIND:
                 return g.elementwise.kernel_s(KIND[p.vidur_op], p.bytes, bw)

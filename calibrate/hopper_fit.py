@@ -392,7 +392,7 @@ def report_md(lines: list[dict]) -> str:
     out = [BEGIN, "", "Held-out MAPE (%) of the analytical model against each published kernel table "
            "(`python -m calibrate.hopper_fit --write --vidur ../shared/reference-profiles/vidur`; before = scalar "
            "defaults of conf/cost/roofline.yaml, after = with conf/cost/generations/<generation>.yaml; Vidur rows: "
-           "elementwise on the token counts `calibrate.elementwise_fit` held out, every point otherwise):", "",
+           "elementwise and attention on the rows `calibrate.ampere_fit` held out, every point otherwise):", "",
            "| op | GPU | table (calibrate/reference_kernels/) | held out | before | after |", "|---|---|---|---|---|---|"]
     for r in lines:
         worst = f" (worst {r['worst_after']:.0f})" if "worst_after" in r else ""
@@ -403,9 +403,8 @@ def report_md(lines: list[dict]) -> str:
 
 def vidur_lines(folder: str) -> list[dict]:
     """Per Vidur op and device: the analytical model against Vidur-format tables (`calibrate.crosscheck`), with
-    the scalar defaults (before) and with the device generation's forms where it has them (after). Only the elementwise kernels are fitted on
-    these tables (`calibrate.elementwise_fit`): their rows are its held-out token counts; every other point
-    counts."""
+    the scalar defaults (before) and with the device generation's forms where it has them (after). The elementwise kernels and attention are fitted on these tables
+    (`calibrate.ampere_fit`): their rows are the ones it held out; every other point counts."""
     from collections import defaultdict
 
     from calibrate.crosscheck import AnalyticalModel, _load_cost
@@ -414,8 +413,13 @@ def vidur_lines(folder: str) -> list[dict]:
     cost = _load_cost(CONF_DIR / "cost" / "roofline.yaml")
     points, _ = load_reference(folder)
     tokens = sorted({p.tokens for p in points if p.op == "elementwise"})
-    held = {t for i, t in enumerate(tokens) if i % 4 == 2}  # calibrate.elementwise_fit's held-out token counts
-    points = [p for p in points if p.op != "elementwise" or p.tokens in held]
+    held = {t for i, t in enumerate(tokens) if i % 4 == 2}  # calibrate.ampere_fit's held-out token counts
+    attn_held = set()  # calibrate.ampere_fit's held-out attention rows: every fourth per op, in load order
+    for op in ("attn_prefill", "attn_decode"):
+        attn_held |= {id(p) for i, p in enumerate([q for q in points if q.op == op and q.hardware == "a100_80gb"])
+                      if i % 4 == 2}
+    points = [p for p in points if (p.op != "elementwise" or p.tokens in held)
+              and (p.op not in ("attn_prefill", "attn_decode") or p.hardware != "a100_80gb" or id(p) in attn_held)]
     models: dict[str, tuple] = {}
     cells: dict[tuple[str, str], list[tuple[float, float, float]]] = defaultdict(list)
     for p in points:

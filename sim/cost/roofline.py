@@ -90,7 +90,7 @@ class LayeredCostModel:
         comm_sms = dep.communication.comm_sms
         if comm_sms and sms and comm_sms >= sms:
             raise ValueError(f"communication.comm_sms={comm_sms} leaves no SM of {sms} for compute")
-        self.sm_share = sms / (sms - comm_sms) if comm_sms and sms else 1.0
+        self.sm_frac = comm_sms / sms if comm_sms and sms else 0.0
         self.tokens_per_step = dep.tokens_per_step
         self.draft_tokens = dep.draft_tokens
         self.acceptance = () if dep.mtp is None else dep.mtp.acceptance
@@ -148,13 +148,13 @@ class LayeredCostModel:
 
     def _overlapped(self, lc: LayerCost, u: int) -> tuple[dict, Any]:
         """One layer's parts for u pieces: compute in full; `communication` = the exposed communication (all of
-        it without overlap; max(2c f, 2x) - 2c with two micro-batches, f = sms / (sms - comm_sms) the slowdown of
-        compute sharing the SMs with the communication kernels) plus the host fetches; and the once-per-pass fill
-        min(c, x) of the overlap (0 without)."""
+        it without overlap; max(2c + 2x f, 2x) - 2c with two micro-batches, f = comm_sms / sms: while a
+        communication kernel runs it holds that share of the SMs, so compute under it loses x f) plus the host
+        fetches; and the once-per-pass fill min(c, x) of the overlap (0 without)."""
         parts = dict(lc.compute) if u == 1 else {k: u * lc.compute[k] for k in COMPUTE_PARTS}
         if u == 2:
             c = lc.compute_s()
-            exposed, fill = _max(2 * c * self.sm_share, 2 * lc.comm_s) - 2 * c, _min(c, lc.comm_s)
+            exposed, fill = _max(2 * c + 2 * lc.comm_s * self.sm_frac, 2 * lc.comm_s) - 2 * c, _min(c, lc.comm_s)
         else:
             exposed, fill = lc.comm_s, 0.0
         parts["communication"] = exposed + u * lc.fetch_s
