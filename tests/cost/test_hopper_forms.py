@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from calibrate import ops
-from calibrate.hopper_fit import OUT_YAML, evaluate, report_md
+from calibrate.hopper_report import OUT_YAML, evaluate, report_md
 from inferplan.specs import load_hardware
 from sim.cost.comm import Links
 from sim.cost.efficiency import GemmForm, hardware_generation, load_generation
