@@ -1,6 +1,7 @@
 """`python -m calibrate.crosscheck <folder>`: our cost model against kernel times measured by another project.
 
-For every reference point (Vidur's A100 tables, mapped by `calibrate.vidur`) three predictions are compared with
+For every reference point (Vidur-format tables of any device Vidur names, mapped by `calibrate.vidur`; `--hardware`
+takes our conf/hardware name or Vidur's, e.g. `h100` / `h100_dgx` -> h100_sxm) three predictions are compared with
 the measured time:
   analytical  the simulator's fallback: datasheet roofline / default efficiency of the op + launch overhead
               (`conf/cost/roofline.yaml`), and for all-reduce the ring formula over the datasheet link bandwidth x
@@ -11,7 +12,9 @@ the measured time:
               held out; errors on held-out shapes only): how well the form can represent that hardware once
               calibrated.
 Errors are reported per Vidur op and TP degree (MAPE, median signed error = bias, worst), plus the error of the
-per-layer sum of the mapped non-attention ops. Output: a table and a JSON file.
+per-layer sum of the mapped non-attention ops. Output: a table and a JSON file, by default in the run folder
+`runs/crosscheck/<UTC time>/crosscheck.json` under the working directory (`--out` to choose), never in the
+repository.
 """
 from __future__ import annotations
 
@@ -27,25 +30,67 @@ import yaml
 from calibrate import ops
 from calibrate.fit import fit_rows, held_out_shapes
 from calibrate.profile import EfficiencyCurve, Profile, load_profile
-from calibrate.vidur import BUNDLE, ELEMENTWISE, GEMMS, ReferencePoint, load_reference
+from calibrate.vidur import BUNDLE, ELEMENTWISE, GEMMS, ReferencePoint, hardware_name, load_reference
 from inferplan.errors import InputError, exit_on_input_error
 from inferplan.specs import CONF_DIR, HardwareSpec, load_hardware
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_OUT = REPO / "calibration" / "crosscheck" / "vidur_a100.json"
 LAYER_OPS = GEMMS + tuple(ELEMENTWISE)
 
 
-class AnalyticalModel:
-    """The simulator's analytical pricing of one op (mirrors `sim.cost.pricer.OpPricer` without a profile)."""
+def _shape(p: ReferencePoint) -> dict[str, float]:
+    return {k: float(v) for k, v in (kv.split("=") for kv in p.shape.split(","))}
 
-    def __init__(self, hw: HardwareSpec, cost: dict) -> None:
+
+class AnalyticalModel:
+    """The simulator's analytical pricing of one op (mirrors `sim.cost.pricer.OpPricer` without a profile): the
+    scalar defaults, or the hardware generation's fitted shape forms (`sim.cost.efficiency`, read from the same
+    conf files) where it has them."""
+
+    def __init__(self, hw: HardwareSpec, cost: dict, generation: bool = True) -> None:
         self.hw = hw
         self.efficiency = {k: float(v) for k, v in cost["efficiency"].items()}
         self.launch_s = float(cost["launch_s"])
         self.link_efficiency = float(cost.get("link_efficiency", 1.0))
+        self.gen = None
+        if generation:
+            from sim.cost.efficiency import hardware_generation, load_generation  # (the forms the simulator uses)
+
+            self.gen = load_generation(hardware_generation(hw.source))
+
+    def _form_s(self, p: ReferencePoint) -> float | None:
+        g, hw = self.gen, self.hw
+        if g is None:
+            return None
+        peak, bw = hw.peak_for(ops.check_dtype(p.dtype)["compute"]), hw.mem_bandwidth_bytes_per_s
+        if p.op == "gemm" and g.gemm_form(ops.check_dtype(p.dtype)["compute"]) is not None:
+            s = _shape(p)
+            form = g.gemm_form(ops.check_dtype(p.dtype)["compute"])
+            assert form is not None
+            return max(self.launch_s, form.time_s(s["m"], s["n"], s["k"], p.flops, p.bytes, peak, bw))
+        if p.op == "attn_prefill" and g.attn_prefill is not None:
+            s = _shape(p)
+            return max(self.launch_s, g.attn_prefill.time_s(p.flops, p.bytes, s["c"] + (s["q"] + 1) / 2, peak, bw))
+        if p.op == "attn_decode" and g.attn_decode is not None:
+            return max(self.launch_s, float(g.attn_decode.time_s(p.flops, p.bytes, peak, bw)))
+        if p.op == "elementwise" and g.elementwise is not None:
+            from calibrate.ampere_fit import KIND
+
+            if p.vidur_op in KIND:
+                return g.elementwise.kernel_s(KIND[p.vidur_op], p.bytes, bw)
+            s = _shape(p)  # the bundle: the kernels sarathi ran unfused (two norms, two adds, act, rope)
+            t, h, i, r = s["t"], s["h"], s["i"], s["r"]
+            k = g.elementwise.kernel_s
+            return (2 * k("norm", 2 * t * h * 2.0, bw) + 2 * k("add", 3 * t * h * 2.0, bw)
+                    + k("act", 3 * t * i * 2.0, bw) + k("rope", 2 * t * r * 2.0, bw))
+        if p.op == "allreduce" and p.link == "intra" and g.allreduce is not None and p.bytes <= g.allreduce.max_bytes:
+            return g.allreduce.time_s(p.bytes, p.tp)
+        return None
 
     def time_s(self, p: ReferencePoint) -> float:
+        t = self._form_s(p)
+        if t is not None:
+            return t
         if p.op == "allreduce":
             intra = p.link == "intra"
             bw = (self.hw.intra_node_bandwidth_bytes_per_s if intra else self.hw.inter_node_bandwidth_bytes_per_s)
@@ -199,24 +244,38 @@ def print_tables(result: dict) -> None:
     console.print(layer)
 
 
+def default_out() -> Path:
+    """runs/crosscheck/<UTC time>/crosscheck.json under the working directory (a run folder, git-ignored)."""
+    import datetime
+
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return Path("runs") / "crosscheck" / stamp / "crosscheck.json"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m calibrate.crosscheck", description=__doc__.splitlines()[0])
     parser.add_argument("folder", help="Vidur reference profiles, e.g. ../shared/reference-profiles/vidur")
-    parser.add_argument("--hardware", default="a100_80gb", help="conf/hardware entry the tables were measured on")
+    parser.add_argument("--hardware", default="a100_80gb", help="conf/hardware entry (or Vidur device/node name) "
+                                                                "the tables were measured on")
     parser.add_argument("--cost", default=str(CONF_DIR / "cost" / "roofline.yaml"), help="analytical defaults")
     parser.add_argument("--profile", default="auto", help="auto (calibrate/profiles/<hardware>.parquet if any), "
                                                           "none, or a path")
-    parser.add_argument("--out", default=str(DEFAULT_OUT), help="JSON output path")
+    parser.add_argument("--out", default=None, help="JSON output path (default runs/crosscheck/<UTC time>/"
+                                                    "crosscheck.json)")
     parser.add_argument("--sample-rows", type=int, default=None, help="use at most this many rows per file, "
                                                                       "spread over it (tests)")
     args = parser.parse_args(argv)
     with exit_on_input_error():
-        hw = load_hardware(args.hardware)
+        hw = load_hardware(hardware_name(args.hardware))
         points, notes = load_reference(args.folder, args.sample_rows)
+        present = sorted({p.hardware for p in points})
         points = [p for p in points if p.hardware == hw.name]
+        if not points:
+            raise InputError(args.folder, "--hardware", f"no table maps to {hw.name} (the tables here map to "
+                             f"{', '.join(present)})", f"give --hardware {present[0]}")
         result = crosscheck(points, hw, _load_cost(Path(args.cost)), _profile(args.profile, hw))
         result |= {"source": str(Path(args.folder).resolve()), "notes": notes}
-        out = Path(args.out)
+        out = Path(args.out) if args.out else default_out()
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(result, indent=1) + "\n")
         print_tables(result)

@@ -1,4 +1,4 @@
-"""Reads Vidur's A100 reference profiles and maps each timed op onto our op vocabulary and work formulas.
+"""Reads Vidur-format reference profiles (any device Vidur names) and maps each timed op onto our op vocabulary and work formulas.
 
 The files (MIT licence, Microsoft; read in place from `../shared/reference-profiles/vidur/`, never copied here)
 give milliseconds per op for one transformer layer on one GPU with tensor-parallel shard shapes (see their
@@ -33,8 +33,16 @@ import pandas as pd
 from calibrate import ops
 from inferplan.errors import InputError
 
-GPU_HARDWARE = {"a100": "a100_80gb"}          # Vidur's compute/<gpu> folder -> our conf/hardware entry
-NODE_HARDWARE = {"a100_dgx": "a100_80gb"}     # network/<node> -> entry; a100_pairwise_nvlink (PCIe) has none
+# Vidur's device and network names (vidur/config: DeviceSKUType, NodeSKUType) -> our conf/hardware entries.
+GPU_HARDWARE = {"a100": "a100_80gb", "h100": "h100_sxm", "a40": "a40"}   # compute/<gpu>
+NODE_HARDWARE = {"a100_dgx": "a100_80gb", "h100_dgx": "h100_sxm",        # network/<node>
+                 "a100_pairwise_nvlink": "a100_pcie", "h100_pairwise_nvlink": "h100_pcie",
+                 "a40_pairwise_nvlink": "a40"}
+
+
+def hardware_name(name: str) -> str:
+    """Our conf/hardware entry for a Vidur device or node name (our own names pass through)."""
+    return GPU_HARDWARE.get(name) or NODE_HARDWARE.get(name) or name
 ELEMENTWISE = {"input_layernorm": (1, 1), "post_attention_layernorm": (1, 1), "add": (2, 1), "mlp_act": (2, 1),
                "attn_rope": (1, 1)}        # (reads, writes) per element
 GEMMS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
@@ -75,6 +83,15 @@ def _sample(df: pd.DataFrame, rows: int | None) -> pd.DataFrame:
     return df.iloc[:: -(-len(df) // rows)]
 
 
+def _read(path: Path, sample_rows: int | None, needed: tuple[str, ...]) -> pd.DataFrame:
+    df = _sample(pd.read_csv(path), sample_rows)
+    missing = [c for c in needed if c not in df.columns]
+    if missing:
+        raise InputError(path, missing[0], "column missing (not a Vidur-format table)",
+                         "give a table written by Vidur's profiler (data/profiling layout)")
+    return df
+
+
 def mlp_points(path: Path, root: Path, sample_rows: int | None = None) -> list[ReferencePoint]:
     """Every mapped non-attention op of one `compute/<gpu>/<model>/mlp.csv`."""
     gpu = path.relative_to(root).parts[1]
@@ -82,7 +99,7 @@ def mlp_points(path: Path, root: Path, sample_rows: int | None = None) -> list[R
     hardware = GPU_HARDWARE.get(gpu)
     if hardware is None:
         return []
-    df = _sample(pd.read_csv(path), sample_rows)
+    df = _read(path, sample_rows, ("num_tokens", "n_embd", "n_head", "num_tensor_parallel_workers"))
     keys = ["n_head", "n_kv_head", "n_embd", "n_expanded_embd", "use_gated_mlp", "num_tokens",
             "num_tensor_parallel_workers"]
     df = df.groupby(keys, as_index=False).mean(numeric_only=True)  # duplicate measurements averaged
@@ -128,7 +145,7 @@ def attention_points(path: Path, root: Path, sample_rows: int | None = None) -> 
     hardware = GPU_HARDWARE.get(gpu)
     if hardware is None:
         return []
-    df = _sample(pd.read_csv(path), sample_rows)
+    df = _read(path, sample_rows, ("n_q_head", "batch_size", "kv_cache_size", "is_prefill"))
     keys = ["n_embd", "n_q_head", "n_kv_head", "num_tensor_parallel_workers", "batch_size", "prefill_chunk_size",
             "kv_cache_size", "is_prefill"]
     df = df.groupby(keys, as_index=False).mean(numeric_only=True)
@@ -159,7 +176,7 @@ def allreduce_points(path: Path, root: Path, sample_rows: int | None = None) -> 
     hardware = NODE_HARDWARE.get(node)
     if hardware is None:
         return []
-    df = _sample(pd.read_csv(path), sample_rows)
+    df = _read(path, sample_rows, ("num_workers", "devices_per_node", "size"))
     df = df.groupby(["num_workers", "devices_per_node", "size"], as_index=False).mean(numeric_only=True)
     src = str(path.relative_to(root))
     points = []
@@ -181,16 +198,25 @@ def load_reference(folder: str | Path, sample_rows: int | None = None) -> tuple[
         pts = mlp_points(path, root, sample_rows)
         points += pts
         if not pts:
-            notes.append(f"{path.relative_to(root)}: no hardware entry for this GPU")
+            notes.append(f"{path.relative_to(root)}: no hardware entry for this GPU (known: "
+                         f"{', '.join(GPU_HARDWARE)})")
     for path in sorted(root.glob("compute/*/**/attention*.csv")):
-        points += attention_points(path, root, sample_rows)
+        pts = attention_points(path, root, sample_rows)
+        points += pts
+        if not pts:
+            notes.append(f"{path.relative_to(root)}: no hardware entry for this GPU")
     for path in sorted(root.glob("network/*/all_reduce.csv")):
         pts = allreduce_points(path, root, sample_rows)
         points += pts
         if not pts:
-            notes.append(f"{path.relative_to(root)}: no hardware entry for this node kind (not compared)")
+            notes.append(f"{path.relative_to(root)}: no hardware entry for this node kind (known: "
+                         f"{', '.join(NODE_HARDWARE)})")
     notes.append("not mapped: emb (not in Vidur's model time), attn input/output reshapes, send_recv (pipeline)")
     if not points:
-        raise InputError(root, "files", "no mlp.csv, attention*.csv or all_reduce.csv found",
-                         "point at a folder laid out as Vidur's data/profiling")
+        found = sorted({str(p.relative_to(root)) for p in root.glob("compute/*/**/*.csv")}
+                       | {str(p.relative_to(root)) for p in root.glob("network/*/*.csv")})
+        problem = ("no mlp.csv, attention*.csv or all_reduce.csv found" if not found else
+                   f"none of {', '.join(found[:4])} is under a known device or node name")
+        raise InputError(root, "files", problem, "lay the folder out as Vidur's data/profiling, with compute/<gpu> "
+                         f"in {', '.join(GPU_HARDWARE)} and network/<node> in {', '.join(NODE_HARDWARE)}")
     return points, notes

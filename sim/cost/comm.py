@@ -1,7 +1,14 @@
 """Collectives and transfers of one instance, priced over the hardware's links (datasheet x `link_efficiency`).
 
 * TP all-reduce: ring, 2(p-1)/p of the buffer plus 2(p-1) latency hops (`calibrate.ops.allreduce_s`); intra-node
-  when tp <= devices_per_node.
+  when tp <= devices_per_node. Where the hardware's generation has a fitted custom all-reduce
+  (`sim.cost.efficiency.AllReduceForm`, Hopper), intra-node messages up to its `max_bytes` take the faster of
+  one-shot and two-shot (as vLLM / SGLang do below their custom all-reduce size limit); larger ones the ring.
+* EP kernels (`communication.ep_kernel_prefill` / `ep_kernel_decode`): `generic` = the split below at
+  `link_efficiency`; `deepep_normal` = the same split at DeepEP normal kernels' measured fractions of NVLink and
+  NIC bandwidth, with node de-duplication; `deepep_low_latency` = DeepEP's low-latency kernels: a fixed latency
+  plus all of the busiest device's token copies (rows x bytes) at their measured rate (straight to each expert's
+  GPU; the rate was fitted on the same count).
 * EP all-to-all (dispatch, then combine): a device sends (or receives, the busier of the two) `rows` hidden
   vectors of `elem_bytes` each. With uniform routing over ep ranks, (n - 1)/ep of them go to the other devices of
   its node (NVLink) and 1 - n/ep to other nodes (the per-device NIC), n = min(ep, devices_per_node); the two links
@@ -17,6 +24,7 @@ from dataclasses import dataclass
 
 from calibrate import ops
 from inferplan.specs import HardwareSpec
+from sim.cost.efficiency import Generation
 
 
 @dataclass(frozen=True)
@@ -30,13 +38,15 @@ class Links:
     efficiency scales applied."""
 
     def __init__(self, hw: HardwareSpec, *, tp: int, ep: int, stage_devices: int, pp: int, link_efficiency: float,
-                 scale: dict[str, float]) -> None:
+                 scale: dict[str, float], generation: Generation | None = None) -> None:
         self.hw, self.tp, self.ep, self.pp = hw, tp, ep, pp
+        self.custom_ar = generation.allreduce if generation is not None and tp <= hw.devices_per_node else None
+        self.deepep = generation.all_to_all if generation is not None else None
         dpn = hw.devices_per_node
         intra = Link(hw.intra_node_bandwidth_bytes_per_s * link_efficiency, hw.intra_node_latency_s)
         inter = Link(hw.inter_node_bandwidth_bytes_per_s * link_efficiency, hw.inter_node_latency_s)
         self.intra, self.inter = intra, inter
-        ar = scale.get("allreduce", 1.0)
+        ar = self.ar_scale = scale.get("allreduce", 1.0)
         base = intra if tp <= dpn else inter
         self.tp_link = Link(base.bytes_per_s * ar, base.latency_s)
         self.a2a_scale = scale.get("all_to_all", 1.0)
@@ -48,13 +58,30 @@ class Links:
     def allreduce_s(self, nbytes: float) -> float:
         if self.tp <= 1 or nbytes <= 0:
             return 0.0
+        ar = self.custom_ar
+        if ar is not None and nbytes <= ar.max_bytes:
+            return ar.time_s(nbytes / self.ar_scale, self.tp)
         return ops.allreduce_s(nbytes, self.tp, self.tp_link.bytes_per_s, self.tp_link.latency_s)
 
-    def all_to_all_s(self, rows: float, elem_bytes: float, top_k: int, node_dedup: bool) -> float:
-        """One all-to-all phase moving `rows` rows of `elem_bytes` bytes from/to the busiest device."""
+    def all_to_all_s(self, rows: float, elem_bytes: float, top_k: int, node_dedup: bool,
+                     kernel: str = "generic") -> float:
+        """One all-to-all phase moving `rows` rows of `elem_bytes` bytes from/to the busiest device, with the
+        deployment's EP kernel (DeepEP figures where the generation has them; else generic)."""
         if self.ep <= 1 or rows <= 0:
             return 0.0
         n, ep = self.node_devices, self.ep
+        d = self.deepep
+        if d is not None and kernel == "deepep_low_latency":
+            return d.ll_latency_s + rows * elem_bytes / (d.ll_bytes_per_s * self.a2a_scale)  # (as fitted: every copy)
+        if d is not None and kernel == "deepep_normal":
+            intra_bw = self.hw.intra_node_bandwidth_bytes_per_s * d.normal_intra_eff * self.a2a_scale
+            inter_bw = self.hw.inter_node_bandwidth_bytes_per_s * d.normal_inter_eff * self.a2a_scale
+            if ep <= n:
+                return (ep - 1) / ep * rows * elem_bytes / intra_bw + self.intra.latency_s
+            N = self.nodes
+            remote = rows / top_k * (N - 1.0) * (1.0 - (1.0 - 1.0 / N) ** top_k)
+            local = rows * (n - 1) / n
+            return max(remote * elem_bytes / inter_bw, local * elem_bytes / intra_bw) + self.inter.latency_s
         if ep <= n:
             return (ep - 1) / ep * rows * elem_bytes / (self.intra.bytes_per_s * self.a2a_scale) + self.intra.latency_s
         if node_dedup:

@@ -38,6 +38,9 @@ class ExpertOptions:
     cold_traffic_share: float | None = None      # share of routings that hit the cold experts
 
 
+EP_KERNELS = ("generic", "deepep_normal", "deepep_low_latency")
+
+
 @dataclass(frozen=True)
 class CommOptions:
     """Expert-parallel all-to-all formats and how communication overlaps compute."""
@@ -46,6 +49,9 @@ class CommOptions:
     combine_dtype: str = "bf16"                  # expert outputs sent back
     overlap: str = "none"                        # none | two_micro_batches
     node_dedup: bool = False                     # one network copy per remote node, then NVLink (DeepEP normal)
+    ep_kernel_prefill: str = "generic"           # generic | deepep_normal | deepep_low_latency: EP all-to-all kernels
+    ep_kernel_decode: str = "generic"            # ... of steps with / without prefill tokens (sim.cost.comm)
+    comm_sms: int = 0                            # SMs the communication kernels hold while overlapped (0: none)
 
 
 @dataclass(frozen=True)
@@ -246,7 +252,10 @@ def parse_deployment(raw: dict | None, *, tp: int, weights_dtype: str, where: st
     c = r.sub("communication", _fields(CommOptions)) or _Reader({}, where, "communication.", _fields(CommOptions))
     comm = CommOptions(dispatch_dtype=c.choice("dispatch_dtype", "bf16", dtypes),
                        combine_dtype=c.choice("combine_dtype", "bf16", dtypes),
-                       overlap=c.choice("overlap", "none", OVERLAPS), node_dedup=c.bool("node_dedup", False))
+                       overlap=c.choice("overlap", "none", OVERLAPS), node_dedup=c.bool("node_dedup", False),
+                       ep_kernel_prefill=c.choice("ep_kernel_prefill", "generic", EP_KERNELS),
+                       ep_kernel_decode=c.choice("ep_kernel_decode", "generic", EP_KERNELS),
+                       comm_sms=c.int("comm_sms", 0, lo=0) or 0)
     mtp = None
     if (m := r.sub("mtp", _fields(MtpOptions))) is not None:
         n = m.int("draft_tokens", 1)

@@ -17,6 +17,7 @@ from sim.config import CostConfig, PoolConfig
 from sim.cost.base import CostModel
 from sim.cost.constant import SyntheticCostModel
 from sim.cost.deployment import Deployment, parse_deployment
+from sim.cost.efficiency import hardware_generation, load_generation
 from sim.cost.layout import build_layout
 from sim.cost.memory import MemoryPlan, plan_memory
 from sim.cost.pricer import OpPricer
@@ -92,7 +93,8 @@ def build_pool_pricing(model: ModelSpec, hw: HardwareSpec, p: PoolConfig, cost_c
         return PoolPricing(SyntheticCostModel(cost_cfg.step_time_s, cost_cfg.per_token_s), mem, dep.devices, **common)
     profile = resolve_profile(cost_cfg.profile, hw)
     try:
-        pricer = OpPricer(hw, cost_cfg.efficiency, cost_cfg.launch_s, profile, cost_cfg.efficiency_scale)
+        pricer = OpPricer(hw, cost_cfg.efficiency, cost_cfg.launch_s, profile, cost_cfg.efficiency_scale,
+                          load_generation(hardware_generation(hw.source)))
     except ValueError as err:
         raise InputError("conf/cost", "efficiency_scale", str(err), "give positive multipliers") from None
     cost = LayeredCostModel(model, hw, pricer, tp=p.tp, weights_dtype=p.weights_dtype, kv_dtype=p.kv_dtype,

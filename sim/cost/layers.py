@@ -69,7 +69,7 @@ class LayerPricer:
     def gemm(self, rows: float, n: float, k: float, dtype: str) -> float:
         if rows <= 0:
             return 0.0
-        return self.pricer.time_s("gemm", dtype, *ops.gemm_work(rows, n, k, dtype))
+        return self.pricer.gemm_s("gemm", dtype, rows, n, k, *ops.gemm_work(rows, n, k, dtype))
 
     def lm_head(self, rows: float) -> float:
         return self.gemm(rows, self.m.vocab_size / self.lay.tp, self.m.hidden_size, self.fmt["lm_head"])
@@ -124,8 +124,9 @@ class LayerPricer:
             t += self.pricer.time_s("attn_prefill", s.indexer_dtype,
                                     2.0 * s.indexer_heads * s.indexer_head_dim * pairs, keys_bytes)
             q_sq, q_ctx = min(pairs, w.prefill_tokens * s.top_k_tokens), 0.0
-        return t + self.pricer.time_s("attn_prefill", "bf16", *ops.attn_prefill_work(
-            q_sq, q_ctx, w.prefill_tokens, w.prefill_kv_tokens, heads, kv_heads, dim, kv_bytes))
+        seq = (q_sq + q_ctx) / w.prefill_tokens  # mean keys a query attends (the shape forms' length term)
+        return t + self.pricer.attn_prefill_s("bf16", *ops.attn_prefill_work(
+            q_sq, q_ctx, w.prefill_tokens, w.prefill_kv_tokens, heads, kv_heads, dim, kv_bytes), seq)
 
     def decode_attention(self, w: Work, ctx):
         """Decode attention of `w.decode_seqs` sequences with `ctx` cached tokens in all: a float for one step, an
@@ -175,15 +176,21 @@ class LayerPricer:
             inter = e.expert_intermediate_size / lay.tp
         f = self.fmt["experts"]
         routed = 0.0
-        if rows > 0:
-            routed = (self.pricer.time_s("moe_gemm", f, *ops.moe_gemm_work(rows, active, self.gate * inter, H, f))
-                      + self.pricer.time_s("moe_gemm", f, *ops.moe_gemm_work(rows, active, H, inter, f)))
+        if rows > 0:  # grouped GEMMs: `active` experts of rows / active tokens each; DeepGEMM's contiguous layout
+            # with prefill tokens in the step, the masked (CUDA-graph) layout for decode-only steps
+            g, per, lay_ = max(active, 1.0), rows / max(active, 1.0), ("contiguous" if w.prefill_tokens else "masked")
+            routed = (self.pricer.gemm_s("moe_gemm", f, per, self.gate * inter, H,
+                                         *ops.moe_gemm_work(rows, active, self.gate * inter, H, f), g, lay_)
+                      + self.pricer.gemm_s("moe_gemm", f, per, H, inter,
+                                           *ops.moe_gemm_work(rows, active, H, inter, f), g, lay_))
         comm = 0.0
         if lay.ep > 1:
             c = self.dep.communication
             wire = max(T * e.top_k / lay.tp, rows)
+            kernel = c.ep_kernel_prefill if w.prefill_tokens else c.ep_kernel_decode
             for dt in (c.dispatch_dtype, c.combine_dtype):
-                comm += self.links.all_to_all_s(wire, H * ops.check_dtype(dt)["act_bytes"], e.top_k, c.node_dedup)
+                comm += self.links.all_to_all_s(wire, H * ops.check_dtype(dt)["act_bytes"], e.top_k, c.node_dedup,
+                                                kernel)
         hits = ex.expected_cold_hits(lay.cold_experts, self.cold_share, e.top_k, w.moe_tokens)
         fetch = self.links.host_fetch_s(hits / lay.ep * self.expert_bytes)
         return dense, routed, comm, fetch, rows
@@ -216,11 +223,13 @@ class LayerPricer:
         e = m.moe
         inter = (m.intermediate_size if e is None else e.expert_intermediate_size * e.top_k) / lay.tp
         act = T * 2 * inter
+        act_rows, act_cols = T, inter
         if moe:
             assert e is not None  # (MoE layers exist only in MoE models)
             dense, routed, a2a, fetch, rows = self.moe_ffn(w)
             if lay.ep > 1:
                 act = rows * 2 * e.expert_intermediate_size
+                act_rows, act_cols = rows, float(e.expert_intermediate_size)
             parts["dense_gemm"] += dense
             parts["moe_gemm"] = routed
             comm += a2a
@@ -229,6 +238,10 @@ class LayerPricer:
             parts["dense_gemm"] += self.dense_ffn(T)
             launches += 2
         elements = T * (4 * m.hidden_size + m.num_heads * m.head_dim / lay.tp) + act
-        parts["elementwise"] = (self.pricer.time_s("elementwise", "bf16", *ops.elementwise_work(elements))
-                                if T > 0 else 0.0)
+        if m.attention_kind == "gqa":
+            rope_cols = (self.heads + max(1.0, m.num_kv_heads / lay.tp)) * m.head_dim
+        else:
+            rope_cols = (self.heads + 1.0) * m.qk_rope_head_dim
+        parts["elementwise"] = self.pricer.elementwise_layer_s(T, m.hidden_size, rope_cols, act_rows, act_cols,
+                                                               elements)
         return LayerCost(parts, comm, fetch, launches)

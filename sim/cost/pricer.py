@@ -2,7 +2,10 @@
 
 `OpPricer.time_s(op, dtype, flops, bytes_)` = launch + roofline / efficiency. With a profile, roofline and
 efficiency come from the profile (its own peaks, its fitted curve); without one, from the hardware datasheet and
-the documented default efficiencies of `conf/cost/roofline.yaml`. The pricer remembers which (op, dtype) pairs
+the documented default efficiencies of `conf/cost/roofline.yaml`, or, where the hardware's generation has fitted
+shape forms (`sim.cost.efficiency`, e.g. Hopper), from those: GEMMs by (M, N, K) and grouped layout, prefill
+attention by attended length, decode attention by its compute and memory terms; every such kernel takes at least
+`launch_s` (the per-kernel floor). The pricer remembers which (op, dtype) pairs
 were priced from which source, so every run can say what its numbers rest on.
 """
 from __future__ import annotations
@@ -11,15 +14,19 @@ from typing import Any
 
 import numpy as np
 
+from calibrate import ops
 from calibrate.ops import check_dtype
 from calibrate.profile import EfficiencyCurve, Profile
 from inferplan.specs import HardwareSpec
+from sim.cost.efficiency import Generation
 
 
 class OpPricer:
     def __init__(self, hw: HardwareSpec, efficiency: dict[str, float], launch_s: float,
-                 profile: Profile | None = None, efficiency_scale: dict[str, float] | None = None) -> None:
+                 profile: Profile | None = None, efficiency_scale: dict[str, float] | None = None,
+                 generation: Generation | None = None) -> None:
         self.hw = hw
+        self.generation = generation
         # Multipliers on the achieved efficiency per op (fitted by `sim.validate fit=true`; 1.0 = as calibrated).
         self.efficiency_scale = {k: float(v) for k, v in (efficiency_scale or {}).items()}
         for op, v in self.efficiency_scale.items():
@@ -29,6 +36,7 @@ class OpPricer:
         self._efficiency = dict(efficiency)
         self._launch_s = float(launch_s)
         self._cache: dict[tuple[str, str], tuple[EfficiencyCurve, float, float]] = {}
+        self._forms: dict[tuple[str, str], Any] = {}
         self.measured: set[tuple[str, str]] = set()
         self.analytical: set[tuple[str, str]] = set()
 
@@ -51,6 +59,66 @@ class OpPricer:
         self._cache[(op, dtype)] = entry
         return entry
 
+    def _form(self, op: str, dtype: str) -> Any:
+        """The generation's shape form for (op, dtype) when no profile curve covers it, else None."""
+        key = (op, dtype)
+        if key in self._forms:
+            return self._forms[key]
+        g = self.generation
+        form: Any = None
+        profile = self.profile
+        if g is not None and (profile is None or profile.curve(op, dtype) is None):
+            compute = check_dtype(dtype)["compute"]
+            if op in ("gemm", "moe_gemm"):
+                form = g.gemm_form(compute)
+            elif op == "attn_prefill":
+                form = g.attn_prefill
+            elif op == "attn_decode":
+                form = g.attn_decode
+            elif op == "attn_mla_decode":
+                form = g.attn_mla_decode
+            if form is not None:
+                self.analytical.add(key)
+        self._forms[key] = form
+        return form
+
+    def gemm_s(self, op: str, dtype: str, m: float, n: float, k: float, flops: float, bytes_: float,
+               groups: float = 1.0, layout: str = "") -> float:
+        """A (grouped) GEMM of `groups` x [m, k] x [k, n]: the generation's shape form where one applies, else
+        `time_s` (profile curve or scalar default)."""
+        form = self._form(op, dtype)
+        if form is None:
+            return self.time_s(op, dtype, flops, bytes_)
+        if flops <= 0.0 and bytes_ <= 0.0:
+            return 0.0
+        peak = self.hw.peak_for(check_dtype(dtype)["compute"])
+        t = form.time_s(m, n, k, flops, bytes_, peak, self.hw.mem_bandwidth_bytes_per_s, groups, layout,
+                        self.efficiency_scale.get(op, 1.0))
+        return t if t >= self._launch_s else self._launch_s
+
+    def attn_prefill_s(self, dtype: str, flops: float, bytes_: float, seq: float) -> float:
+        """Prefill attention whose queries attend `seq` keys on average (the shape form's length term)."""
+        form = self._form("attn_prefill", dtype)
+        if form is None:
+            return self.time_s("attn_prefill", dtype, flops, bytes_)
+        if flops <= 0.0 and bytes_ <= 0.0:
+            return 0.0
+        t = form.time_s(flops, bytes_, seq, self.hw.peak_for(check_dtype(dtype)["compute"]),
+                        self.hw.mem_bandwidth_bytes_per_s, self.efficiency_scale.get("attn_prefill", 1.0))
+        return t if t >= self._launch_s else self._launch_s
+
+    def elementwise_layer_s(self, tokens: float, hidden: float, rope_cols: float, act_rows: float,
+                            act_cols: float, elements: float) -> float:
+        """A layer's elementwise kernels: the generation's per-kind kernels as engines fuse them
+        (`ElementwiseForm.layer_s`) where no profile covers `elementwise`, else one bundled op of `elements`."""
+        g, profile = self.generation, self.profile
+        form = g.elementwise if g is not None else None
+        if form is None or (profile is not None and profile.curve("elementwise", "bf16") is not None):
+            return self.time_s("elementwise", "bf16", *ops.elementwise_work(elements)) if tokens > 0 else 0.0
+        self.analytical.add(("elementwise", "bf16"))
+        return form.layer_s(tokens, hidden, rope_cols, act_rows, act_cols, self.hw.mem_bandwidth_bytes_per_s,
+                            self.efficiency_scale.get("elementwise", 1.0))
+
     def time_s(self, op: str, dtype: str, flops: float, bytes_: float) -> float:
         """Seconds for one launch of `op` doing `flops` and moving `bytes_` (0 when there is no work)."""
         if flops <= 0.0 and bytes_ <= 0.0:
@@ -67,7 +135,16 @@ class OpPricer:
         """Seconds of `op` over arrays of work, elementwise; used to price runs of decode steps. A step priced alone
         goes through here too (floats in, a float out) with the same arithmetic, so the two agree exactly: floats
         take the plain-Python path only where it is the same IEEE operations (a single-knot curve); multi-knot
-        curves interpolate in numpy either way."""
+        curves interpolate in numpy either way. Decode attention with a generation form: its two-term roofline
+        (floats or arrays alike), floored at `launch_s`."""
+        if op == "attn_decode" or op == "attn_mla_decode":
+            form = self._form(op, dtype)
+            if form is not None:
+                t = form.time_s(flops, bytes_, self.hw.peak_for(check_dtype(dtype)["compute"]),
+                                self.hw.mem_bandwidth_bytes_per_s, self.efficiency_scale.get(op, 1.0))
+                if isinstance(t, np.ndarray):
+                    return np.maximum(t, self._launch_s)
+                return t if t >= self._launch_s else self._launch_s
         entry = self._cache.get((op, dtype)) or self._resolve(op, dtype)
         curve, peak, bw = entry
         scale = self.efficiency_scale.get(op, 1.0)

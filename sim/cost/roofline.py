@@ -80,9 +80,17 @@ class LayeredCostModel:
         self.m, self.hw, self.pricer, self.tp, self.dep = model, hw, pricer, tp, dep
         self.lay = build_layout(model, dep, where)
         self.links = Links(hw, tp=tp, ep=dep.ep, stage_devices=self.lay.stage_devices, pp=dep.pp,
-                           link_efficiency=link_efficiency, scale=pricer.efficiency_scale)
+                           link_efficiency=link_efficiency, scale=pricer.efficiency_scale,
+                           generation=pricer.generation)
         self.layers = LayerPricer(model, dep, self.lay, pricer, self.links, kv_dtype)
         self.host = host or resolve_host(dep.host, step_overhead_s, pricer.profile)
+        g = pricer.generation
+        gf = g.gemm_form("bf16") if g is not None else None
+        sms = gf.sms if gf is not None else 0
+        comm_sms = dep.communication.comm_sms
+        if comm_sms and sms and comm_sms >= sms:
+            raise ValueError(f"communication.comm_sms={comm_sms} leaves no SM of {sms} for compute")
+        self.sm_frac = comm_sms / sms if comm_sms and sms else 0.0
         self.tokens_per_step = dep.tokens_per_step
         self.draft_tokens = dep.draft_tokens
         self.acceptance = () if dep.mtp is None else dep.mtp.acceptance
@@ -138,15 +146,15 @@ class LayeredCostModel:
         head_rows = (fs * b.sampled_seqs + fd * b.decode_seqs * (q - 1)) * g
         return main, drafts, fd * g, head_rows, rank_tokens
 
-    @staticmethod
-    def _overlapped(lc: LayerCost, u: int) -> tuple[dict, Any]:
+    def _overlapped(self, lc: LayerCost, u: int) -> tuple[dict, Any]:
         """One layer's parts for u pieces: compute in full; `communication` = the exposed communication (all of
-        it without overlap; max(2c, 2x) - 2c with two micro-batches) plus the host fetches; and the once-per-pass
-        fill min(c, x) of the overlap (0 without)."""
+        it without overlap; max(2c + 2x f, 2x) - 2c with two micro-batches, f = comm_sms / sms: while a
+        communication kernel runs it holds that share of the SMs, so compute under it loses x f) plus the host
+        fetches; and the once-per-pass fill min(c, x) of the overlap (0 without)."""
         parts = dict(lc.compute) if u == 1 else {k: u * lc.compute[k] for k in COMPUTE_PARTS}
         if u == 2:
             c = lc.compute_s()
-            exposed, fill = _max(2 * c, 2 * lc.comm_s) - 2 * c, _min(c, lc.comm_s)
+            exposed, fill = _max(2 * c + 2 * lc.comm_s * self.sm_frac, 2 * lc.comm_s) - 2 * c, _min(c, lc.comm_s)
         else:
             exposed, fill = lc.comm_s, 0.0
         parts["communication"] = exposed + u * lc.fetch_s

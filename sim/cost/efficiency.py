@@ -1,0 +1,194 @@
+"""Shape-dependent analytical efficiencies of one GPU generation (`conf/cost/generations/<generation>.yaml`).
+
+The scalar defaults of `conf/cost/roofline.yaml` price every op as roofline / constant efficiency. A generation
+file replaces that, for the ops it covers, with forms whose parameters were fitted to published kernel tables
+(`python -m calibrate.hopper_fit`, which also writes the file and its held-out errors):
+
+* GEMM (dense, and MoE grouped over `groups` experts of `m` rows each): `launch + max(t_c, t_m)`, t_c = flops /
+  (peak x e_c x wave fill) x (1 + k0 / K) (tiles of tile_m x tile_n over `sms` SMs; k0: per-tile prologue and
+  epilogue in K units), t_m = bytes / (bandwidth x e_m). Grouped layouts (contiguous, masked) scale e_c.
+* Prefill attention: `launch + flops / (peak x e_c x s / (s + s0))` (s: mean attended keys per query).
+* Decode attention: `launch + max(flops / (peak x e_c), bytes / (bandwidth x e_m))` (GQA paged; MLA).
+* Custom all-reduce (intra-node, below `max_bytes`): one-shot `lat + (p-1) S / B` or two-shot
+  `2 lat + 2 (p-1)/p S / B`, whichever is faster, lat = a0 + a1 p; larger messages go to NCCL's ring.
+* EP all-to-all: DeepEP normal (bandwidth fractions of NVLink / NIC) and low-latency (latency + bytes / B).
+* Elementwise kernels by kind (norm, add, act, rope): `floor + bytes / (bandwidth x e)` each; a layer runs them
+  as the engines fuse them (`ElementwiseForm.layer_s`).
+Every function takes floats (or numpy arrays where decode contexts vary) and is pure arithmetic.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+GENERATIONS_DIR = Path(__file__).resolve().parent.parent.parent / "conf" / "cost" / "generations"
+
+
+def _ceil(x: float) -> float:
+    return float(math.ceil(x - 1e-9))
+
+
+@dataclass(frozen=True)
+class GemmForm:
+    compute_eff: float
+    k_overhead: float
+    memory_eff: float
+    launch_s: float
+    tile_m: int = 128
+    tile_n: int = 128
+    sms: int = 132
+    layout_eff: tuple = ()     # ((layout, factor on compute_eff), ...) for grouped GEMMs
+
+    def fill(self, m: float, n: float, groups: float = 1.0) -> float:
+        """Useful fraction of the tensor-core work: M padding to the tile and the last wave's idle SMs."""
+        tm = 64 if m <= 64 else self.tile_m
+        tiles_m = _ceil(max(m, 1.0) / tm)
+        tiles = _ceil(groups) * tiles_m * _ceil(n / self.tile_n)
+        waves = _ceil(tiles / self.sms)
+        return (max(m, 1.0) / (tiles_m * tm)) * tiles / (waves * self.sms)
+
+    def time_s(self, m: float, n: float, k: float, flops: float, bytes_: float, peak: float, bw: float,
+               groups: float = 1.0, layout: str = "", scale: float = 1.0) -> float:
+        if flops <= 0 and bytes_ <= 0:
+            return 0.0
+        e = self.compute_eff * dict(self.layout_eff).get(layout, 1.0)
+        tc = flops / (peak * e * self.fill(m, n, groups)) * (1.0 + self.k_overhead / max(k, 1.0))
+        tm = bytes_ / (bw * self.memory_eff)
+        return self.launch_s + max(tc, tm) / scale
+
+
+@dataclass(frozen=True)
+class PrefillForm:
+    compute_eff: float
+    seq_half: float            # s0: attended keys per query at which half the asymptotic rate is reached
+    launch_s: float
+
+    def time_s(self, flops: float, bytes_: float, seq: float, peak: float, bw: float, scale: float = 1.0) -> float:
+        if flops <= 0:
+            return 0.0
+        s = max(seq, 1.0)
+        return self.launch_s + max(flops / (peak * self.compute_eff * s / (s + self.seq_half)),
+                                   bytes_ / bw) / scale
+
+
+@dataclass(frozen=True)
+class RooflineForm:
+    """launch + max(flops / (peak e_c), bytes / (bw e_m)): decode attention (floats or arrays)."""
+
+    compute_eff: float
+    memory_eff: float
+    launch_s: float
+
+    def time_s(self, flops: Any, bytes_: Any, peak: float, bw: float, scale: float = 1.0) -> Any:
+        t = np.maximum(flops / (peak * self.compute_eff), bytes_ / (bw * self.memory_eff)) / scale
+        if isinstance(t, np.ndarray):
+            return np.where(t > 0, self.launch_s + t, self.launch_s)
+        return self.launch_s + float(t) if t > 0 else self.launch_s
+
+
+@dataclass(frozen=True)
+class AllReduceForm:
+    lat_base_s: float
+    lat_per_rank_s: float
+    bytes_per_s: float
+    max_bytes: float
+
+    def time_s(self, nbytes: float, ranks: int) -> float:
+        lat = self.lat_base_s + self.lat_per_rank_s * ranks
+        one = lat + (ranks - 1) * nbytes / self.bytes_per_s
+        two = 2 * lat + 2.0 * (ranks - 1) / ranks * nbytes / self.bytes_per_s
+        return min(one, two)
+
+
+@dataclass(frozen=True)
+class AllToAllForm:
+    normal_intra_eff: float    # DeepEP normal kernels: fraction of the NVLink datasheet bandwidth
+    normal_inter_eff: float    # ... of the NIC's
+    ll_latency_s: float        # DeepEP low-latency kernels: fixed part per phase
+    ll_bytes_per_s: float      # ... bytes a device sends per second (RDMA)
+
+
+@dataclass(frozen=True)
+class ElementwiseForm:
+    kinds: tuple               # ((kind, efficiency, floor_s), ...) for norm, add, act, rope
+
+    def kernel_s(self, kind: str, bytes_: float, bw: float) -> float:
+        for k, e, floor in self.kinds:
+            if k == kind:
+                return floor + bytes_ / (bw * e) if bytes_ > 0 else 0.0
+        raise KeyError(f"no elementwise kind {kind!r}")
+
+    def layer_s(self, tokens: float, hidden: float, rope_cols: float, act_rows: float, act_cols: float,
+                bw: float, scale: float = 1.0) -> float:
+        """One layer's elementwise kernels as vLLM / SGLang fuse them: two fused residual-add + RMSNorm kernels
+        (read x and the residual, write both: 4 passes of tokens x hidden, bf16), rotary on Q and K (1 read +
+        1 write), the gated activation (2 reads + 1 write of the MLP's rows x intermediate)."""
+        if tokens <= 0:
+            return 0.0
+        norm = 2 * self.kernel_s("norm", 4 * tokens * hidden * 2.0 / scale, bw)
+        rope = self.kernel_s("rope", 2 * tokens * rope_cols * 2.0 / scale, bw) if rope_cols else 0.0
+        act = self.kernel_s("act", 3 * act_rows * act_cols * 2.0 / scale, bw) if act_rows else 0.0
+        return norm + rope + act
+
+
+@dataclass(frozen=True)
+class Generation:
+    name: str
+    gemm: dict                 # compute format ("bf16", "fp8") -> GemmForm
+    attn_prefill: PrefillForm | None
+    attn_decode: RooflineForm | None
+    attn_mla_decode: RooflineForm | None
+    allreduce: AllReduceForm | None
+    all_to_all: AllToAllForm | None
+    source: str
+    elementwise: ElementwiseForm | None = None
+
+    def gemm_form(self, compute: str) -> GemmForm | None:
+        return self.gemm.get(compute) or self.gemm.get("bf16")
+
+
+def _params(d: dict, key: str) -> dict:
+    return {k: v["value"] if isinstance(v, dict) and "value" in v else v for k, v in (d.get(key) or {}).items()}
+
+
+def load_generation(name: str | None) -> Generation | None:
+    """The generation's fitted forms, or None (no file: the scalar defaults of conf/cost apply)."""
+    if not name or name == "none":
+        return None
+    path = GENERATIONS_DIR / f"{name}.yaml"
+    if not path.is_file():
+        return None
+    d = yaml.safe_load(path.read_text()) or {}
+    gemm = {}
+    for fmt, g in (d.get("gemm") or {}).items():
+        p = {k: v["value"] if isinstance(v, dict) and "value" in v else v for k, v in g.items() if k != "layout_eff_basis"}
+        layouts = tuple(sorted((str(k), float(v)) for k, v in (p.pop("layout_eff", None) or {}).items()))
+        gemm[str(fmt)] = GemmForm(**{k: float(v) if k not in ("tile_m", "tile_n", "sms") else int(v)
+                                     for k, v in p.items()}, layout_eff=layouts)
+
+    def make(cls, key):
+        p = _params(d, key)
+        return cls(**{k: float(v) for k, v in p.items()}) if p else None
+
+    ew = d.get("elementwise") or {}
+    kinds = tuple(sorted((str(k), float(_params(ew, k)["efficiency"]), float(_params(ew, k)["floor_s"]))
+                         for k in ew if isinstance(ew[k], dict)))
+    return Generation(str(d.get("generation", name)), gemm, make(PrefillForm, "attn_prefill"),
+                      make(RooflineForm, "attn_decode"), make(RooflineForm, "attn_mla_decode"),
+                      make(AllReduceForm, "allreduce"), make(AllToAllForm, "all_to_all"), str(path),
+                      ElementwiseForm(kinds) if kinds else None)
+
+
+def hardware_generation(source: str) -> str | None:
+    """The `generation:` tag of a conf/hardware file (HardwareSpec.source), None when it has none."""
+    try:
+        d = yaml.safe_load(Path(source).read_text()) or {}
+    except OSError:
+        return None
+    g = d.get("generation")
+    return None if g is None else str(g)
