@@ -6,7 +6,7 @@ act: SiLU-and-mul; rope: rotary) this fits `floor + bytes / (bandwidth x e)` (li
 error) on every token count but every fourth (held out), and reports the held-out MAPE per Vidur op of the scalar
 default (`elementwise` 0.60 + 4 us) and of the fit. Attention (the Llama-2-70B TP2 table): prefill
 `launch + flops / (peak e_c s/(s+s0))` and decode `launch + max(flops / (peak e_c), bytes / (bw e_m))`
-(`sim.cost.efficiency`), fitted (Nelder-Mead, log error) on every tenth of the rows not held out (every fourth
+(`calibrate.efficiency`), fitted (Nelder-Mead, log error) on every tenth of the rows not held out (every fourth
 row held out). `--write` puts the fits into conf/cost/generations/ampere.yaml (A100 is Ampere), each value citing
 the files it comes from.
 """
@@ -23,7 +23,7 @@ import yaml
 from calibrate.hopper_fit import nelder_mead
 from calibrate.vidur import ELEMENTWISE, load_reference
 from inferplan.specs import CONF_DIR, load_hardware
-from sim.cost.efficiency import PrefillForm, RooflineForm
+from calibrate.efficiency import PrefillForm, RooflineForm
 
 KIND = {"input_layernorm": "norm", "post_attention_layernorm": "norm", "add": "add", "mlp_act": "act",
         "attn_rope": "rope"}
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in lines:
         print(f"{r['op']:<26} {r['kind']:<5} held out {r['n']:>5}  before {r['before']:5.1f}%  after {r['after']:5.1f}%")
     if args.write:
-        OUT.write_text("# Ampere (A100) analytical elementwise kernels and attention (sim/cost/efficiency.py), fitted to Vidur's "
+        OUT.write_text("# Ampere (A100) analytical elementwise kernels and attention (calibrate/efficiency.py), fitted to Vidur's "
                        "A100 tables.\n" + yaml.safe_dump({"generation": "ampere", "written_by":
                        "python -m calibrate.ampere_fit ../shared/reference-profiles/vidur --write",
                        "elementwise": params, **attn}, sort_keys=False, width=200))

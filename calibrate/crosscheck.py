@@ -44,7 +44,7 @@ def _shape(p: ReferencePoint) -> dict[str, float]:
 
 class AnalyticalModel:
     """The simulator's analytical pricing of one op (mirrors `sim.cost.pricer.OpPricer` without a profile): the
-    scalar defaults, or the hardware generation's fitted shape forms (`sim.cost.efficiency`, read from the same
+    scalar defaults, or the hardware generation's fitted shape forms (`calibrate.efficiency`, read from the same
     conf files) where it has them."""
 
     def __init__(self, hw: HardwareSpec, cost: dict, generation: bool = True) -> None:
@@ -54,7 +54,7 @@ class AnalyticalModel:
         self.link_efficiency = float(cost.get("link_efficiency", 1.0))
         self.gen = None
         if generation:
-            from sim.cost.efficiency import hardware_generation, load_generation  # (the forms the simulator uses)
+            from calibrate.efficiency import hardware_generation, load_generation  # (the forms the simulator uses)
 
             self.gen = load_generation(hardware_generation(hw.source))
 

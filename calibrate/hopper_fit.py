@@ -1,7 +1,7 @@
 """Hopper efficiency forms fitted to published kernel tables (the fits; `calibrate.hopper_report` runs them).
 
 Reads the small tables shipped in `calibrate/reference_kernels/` (copied from ../shared/reference-kernels; sources
-and licences in its README) and fits the forms of `sim.cost.efficiency` on part of each table (every third row by
+and licences in its README) and fits the forms of `calibrate.efficiency` on part of each table (every third row by
 size held out, unless stated). `python -m calibrate.hopper_report [--write]` reports the held-out errors and
 writes conf/cost/generations/hopper.yaml. No serving-level number is read.
 
@@ -21,7 +21,7 @@ import numpy as np
 
 from calibrate import ops
 from inferplan.specs import load_hardware
-from sim.cost.efficiency import AllReduceForm, GemmForm, PrefillForm, RooflineForm
+from calibrate.efficiency import AllReduceForm, GemmForm, PrefillForm, RooflineForm
 
 HERE = Path(__file__).resolve().parent
 TABLES = HERE / "reference_kernels"

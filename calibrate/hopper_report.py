@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     print(md)
     if args.write:
         OUT_YAML.parent.mkdir(parents=True, exist_ok=True)
-        OUT_YAML.write_text("# Hopper (H100 / H800 / H200) analytical efficiency forms (sim/cost/efficiency.py), "
+        OUT_YAML.write_text("# Hopper (H100 / H800 / H200) analytical efficiency forms (calibrate/efficiency.py), "
                             "fitted to published kernel tables.\n" + yaml.safe_dump(params, sort_keys=False, width=200))
         doc = DOC.read_text()
         if BEGIN in doc:

@@ -2,7 +2,7 @@
 
 * TP all-reduce: ring, 2(p-1)/p of the buffer plus 2(p-1) latency hops (`calibrate.ops.allreduce_s`); intra-node
   when tp <= devices_per_node. Where the hardware's generation has a fitted custom all-reduce
-  (`sim.cost.efficiency.AllReduceForm`, Hopper), intra-node messages up to its `max_bytes` take the faster of
+  (`calibrate.efficiency.AllReduceForm`, Hopper), intra-node messages up to its `max_bytes` take the faster of
   one-shot and two-shot (as vLLM / SGLang do below their custom all-reduce size limit); larger ones the ring.
 * EP kernels (`communication.ep_kernel_prefill` / `ep_kernel_decode`): `generic` = the split below at
   `link_efficiency`; `deepep_normal` = the same split at DeepEP normal kernels' measured fractions of NVLink and
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from calibrate import ops
 from inferplan.specs import HardwareSpec
-from sim.cost.efficiency import Generation
+from calibrate.efficiency import Generation
 
 
 @dataclass(frozen=True)

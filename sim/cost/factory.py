@@ -17,7 +17,7 @@ from sim.config import CostConfig, PoolConfig
 from sim.cost.base import CostModel
 from sim.cost.constant import SyntheticCostModel
 from sim.cost.deployment import Deployment, parse_deployment
-from sim.cost.efficiency import hardware_generation, load_generation
+from calibrate.efficiency import hardware_generation, load_generation
 from sim.cost.layout import build_layout
 from sim.cost.memory import MemoryPlan, plan_memory
 from sim.cost.pricer import OpPricer

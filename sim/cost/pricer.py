@@ -3,7 +3,7 @@
 `OpPricer.time_s(op, dtype, flops, bytes_)` = launch + roofline / efficiency. With a profile, roofline and
 efficiency come from the profile (its own peaks, its fitted curve); without one, from the hardware datasheet and
 the documented default efficiencies of `conf/cost/roofline.yaml`, or, where the hardware's generation has fitted
-shape forms (`sim.cost.efficiency`, e.g. Hopper), from those: GEMMs by (M, N, K) and grouped layout, prefill
+shape forms (`calibrate.efficiency`, e.g. Hopper), from those: GEMMs by (M, N, K) and grouped layout, prefill
 attention by attended length, decode attention by its compute and memory terms; every such kernel takes at least
 `launch_s` (the per-kernel floor). The pricer remembers which (op, dtype) pairs
 were priced from which source, so every run can say what its numbers rest on.
@@ -18,7 +18,7 @@ from calibrate import ops
 from calibrate.ops import check_dtype
 from calibrate.profile import EfficiencyCurve, Profile
 from inferplan.specs import HardwareSpec
-from sim.cost.efficiency import Generation
+from calibrate.efficiency import Generation
 
 
 class OpPricer:

@@ -126,7 +126,7 @@ def test_analytical_model_is_the_simulators(slice_points):
     for p in slice_points[0]:
         if p.op != "allreduce":
             assert mine.time_s(p) == pytest.approx(theirs.time_s(p.op, p.dtype, p.flops, p.bytes), rel=1e-12)
-    # with the Ampere generation file: elementwise kernels by kind, as sim.cost.efficiency prices them
+    # with the Ampere generation file: elementwise kernels by kind, as calibrate.efficiency prices them
     gen = AnalyticalModel(hw, COST)
     assert gen.gen is not None and gen.gen.elementwise is not None
     norm = next(p for p in slice_points[0] if p.vidur_op == "input_layernorm")

@@ -11,7 +11,7 @@ from calibrate import ops
 from calibrate.hopper_report import OUT_YAML, evaluate, report_md
 from inferplan.specs import load_hardware
 from sim.cost.comm import Links
-from sim.cost.efficiency import GemmForm, hardware_generation, load_generation
+from calibrate.efficiency import GemmForm, hardware_generation, load_generation
 from sim.cost.pricer import OpPricer
 
 TARGETS = {"gemm": 8.0, "moe_gemm": 12.0, "attn": 12.0, "all-reduce": 15.0, "EP": 15.0}

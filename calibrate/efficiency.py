@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-GENERATIONS_DIR = Path(__file__).resolve().parent.parent.parent / "conf" / "cost" / "generations"
+GENERATIONS_DIR = Path(__file__).resolve().parent.parent / "conf" / "cost" / "generations"
 
 
 def _ceil(x: float) -> float:
