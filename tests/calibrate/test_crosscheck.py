@@ -14,10 +14,16 @@ from calibrate.profile import load_profile
 from calibrate.vidur import GPU_HARDWARE, NODE_HARDWARE, hardware_name, load_reference
 from calibrate.vidur_profile import main as convert_main
 from inferplan.errors import InputError
+from inferplan.paths import shared_root
 from inferplan.specs import load_hardware
 
-VIDUR = Path(__file__).resolve().parents[3] / "shared" / "reference-profiles" / "vidur"
-shared = pytest.mark.skipif(not VIDUR.is_dir(), reason="../shared/reference-profiles/vidur is absent")
+VIDUR = shared_root() / "reference-profiles" / "vidur"
+_absent = pytest.mark.skipif(not VIDUR.is_dir(), reason=f"{VIDUR} is absent (set INFERPLAN_SHARED_ROOT or add ../shared)")
+
+
+def shared(test):
+    """Reads Vidur's full A100 tables from the shared root; skipped where they are absent."""
+    return pytest.mark.shared_trace(_absent(test))
 OPS = ("input_layernorm", "attn_pre_proj", "attn_rope", "attn_post_proj", "post_attention_layernorm",
        "mlp_up_proj", "mlp_act", "mlp_down_proj", "add", "emb")
 
