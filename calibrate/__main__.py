@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             result = run_interruptible(work, control, abandon)
         except Interrupted as stop:
-            reporter.end()
+            reporter.abort()
             print(_interrupted_line(str(stop), settings.out_dir), file=sys.stderr, flush=True)
             if stop.abandoned:  # the worker thread cannot be joined: leave without waiting for it
                 sys.stdout.flush()

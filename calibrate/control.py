@@ -40,7 +40,7 @@ class Control:
     clock: Callable[[], float] = time.monotonic
     _stop: threading.Event = field(default_factory=threading.Event)
     signum: int | None = None
-    flush: Callable[[], object] | None = None  # writes what was measured so far (set once the store is open)
+    flush: Callable[[], object] | None = None  # last write of what was measured (set once the store is open)
 
     def request_stop(self, signum: int) -> None:
         self.signum = signum
@@ -61,7 +61,7 @@ class Control:
 
 
 def run_interruptible(fn: Callable[[], object], control: Control, on_abandon: Callable[[], None],
-                      grace_s: float = 1.0) -> object:
+                      grace_s: float = 0.5) -> object:
     """`fn()`'s result, run in a worker thread while the main thread handles SIGINT/SIGTERM (see module doc).
 
     Raises what `fn` raised, or `Interrupted(abandoned=True)` when the worker did not stop within `grace_s` of the

@@ -54,6 +54,7 @@ class MeasurementStore:
         self.path, self.metadata, self.rows = path, metadata, rows
         self._index = {row_key(r): i for i, r in enumerate(rows)}
         self.lock = threading.RLock()  # add/write from the campaign's thread, write from the signal path
+        self.closed = False  # after `close()`, writes are no-ops (the process is leaving)
 
     @classmethod
     def open(cls, out_dir: Path, provenance: dict, hardware: str) -> MeasurementStore:
@@ -112,6 +113,8 @@ class MeasurementStore:
     def write(self) -> Path:
         """Write atomically (temporary file, then rename): a reader never sees a half-written file."""
         with self.lock:
+            if self.closed:
+                return self.path
             self.path.parent.mkdir(parents=True, exist_ok=True)
             table = pa.table({c: pa.array([r[c] for r in self.rows], type=t) for c, t in COLUMNS.items()})
             table = table.replace_schema_metadata({METADATA_KEY: json.dumps(self.metadata, sort_keys=True,
@@ -119,6 +122,14 @@ class MeasurementStore:
             tmp = self.path.with_suffix(".parquet.tmp")
             pq.write_table(table, tmp)
             os.replace(tmp, self.path)
+            return self.path
+
+
+    def close(self) -> Path:
+        """The last write: later `write()` calls (from a thread still running) do nothing."""
+        with self.lock:
+            self.write()
+            self.closed = True
             return self.path
 
 

@@ -74,6 +74,13 @@ class Reporter:
             self._last_line = self.clock()
             self.line(f"{self._stage}: {self._done}/{self._total} {what}{self._left()}")
 
+    def abort(self) -> None:
+        """Close the current stage silently (the run was stopped; the caller says so)."""
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = self._job = None
+        self._stage = ""
+
     def end(self, note: str = "") -> None:
         """Close the current stage with its count (and `note`)."""
         if not self._stage:

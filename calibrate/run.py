@@ -154,7 +154,7 @@ def run_calibration(settings: Settings, *, clock: Callable[[], float] = time.mon
     out_dir = Path(settings.out_dir)
     provenance = collect(device.type, threads) | {"rehearsal": rehearsal}
     store = MeasurementStore.open(out_dir, provenance, hw.name)
-    control.flush = store.write
+    control.flush = store.close
     reporter.step()
     try:
         return _campaign(settings, store, hw, model, device, table, rehearsal, grid, shapes, dropped, control,
