@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import threading
 from pathlib import Path
 
 import pyarrow as pa
@@ -52,6 +53,8 @@ class MeasurementStore:
     def __init__(self, path: Path, metadata: dict, rows: list[dict]) -> None:
         self.path, self.metadata, self.rows = path, metadata, rows
         self._index = {row_key(r): i for i, r in enumerate(rows)}
+        self.lock = threading.RLock()  # add/write from the campaign's thread, write from the signal path
+        self.closed = False  # after `close()`, writes are no-ops (the process is leaving)
 
     @classmethod
     def open(cls, out_dir: Path, provenance: dict, hardware: str) -> MeasurementStore:
@@ -94,11 +97,12 @@ class MeasurementStore:
         full["held_out"] = bool(row.get("held_out", False))
         full["in_profile"] = bool(row.get("in_profile", False))
         key = row_key(full)
-        if key in self._index:
-            self.rows[self._index[key]] = full
-        else:
-            self._index[key] = len(self.rows)
-            self.rows.append(full)
+        with self.lock:
+            if key in self._index:
+                self.rows[self._index[key]] = full
+            else:
+                self._index[key] = len(self.rows)
+                self.rows.append(full)
 
     def note_models(self, key: tuple[str, str, str, str], model: str, layers: tuple[str, ...]) -> None:
         """Record that `model` also needs an already measured point."""
@@ -107,14 +111,26 @@ class MeasurementStore:
         row["layers"] = "+".join(sorted(set(row["layers"].split("+")) | set(layers)))
 
     def write(self) -> Path:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        table = pa.table({c: pa.array([r[c] for r in self.rows], type=t) for c, t in COLUMNS.items()})
-        table = table.replace_schema_metadata({METADATA_KEY: json.dumps(self.metadata, sort_keys=True,
-                                                                        default=str).encode()})
-        tmp = self.path.with_suffix(".parquet.tmp")
-        pq.write_table(table, tmp)
-        os.replace(tmp, self.path)
-        return self.path
+        """Write atomically (temporary file, then rename): a reader never sees a half-written file."""
+        with self.lock:
+            if self.closed:
+                return self.path
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            table = pa.table({c: pa.array([r[c] for r in self.rows], type=t) for c, t in COLUMNS.items()})
+            table = table.replace_schema_metadata({METADATA_KEY: json.dumps(self.metadata, sort_keys=True,
+                                                                            default=str).encode()})
+            tmp = self.path.with_suffix(".parquet.tmp")
+            pq.write_table(table, tmp)
+            os.replace(tmp, self.path)
+            return self.path
+
+
+    def close(self) -> Path:
+        """The last write: later `write()` calls (from a thread still running) do nothing."""
+        with self.lock:
+            self.write()
+            self.closed = True
+            return self.path
 
 
 def read_measurements(path: str | Path) -> tuple[list[dict], dict]:

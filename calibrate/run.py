@@ -22,23 +22,26 @@ from pathlib import Path
 import torch
 
 from calibrate import ops
+from calibrate.control import BudgetReached, Control, Interrupted
 from calibrate.fit import FitReport, fit_measurements
 from calibrate.impls import impls_for
 from calibrate.measurements import MeasurementStore
 from calibrate.peaks import FORMATS, datasheet_peaks, measure_ceilings, peaks_used
 from calibrate.profile import write_profile
+from calibrate.progress import Reporter
 from calibrate.provenance import collect
 from calibrate.provenance import loadavg as collect_loadavg
-from calibrate.shapes import Parallel, grid_for, model_shapes
+from calibrate.shapes import Grid, Parallel, grid_for, model_shapes
 from calibrate.settings import CONFIG, Settings
 from calibrate.sweep import SweepResult, Task, run_sweep
 from calibrate.timing import CpuTimer, CudaTimer, set_cpu_threads
 from inferplan.errors import InputError
-from inferplan.specs import HardwareSpec, load_hardware, load_model
+from inferplan.specs import HardwareSpec, ModelSpec, load_hardware, load_model
 
 PROFILES_DIR = Path(__file__).resolve().parent / "profiles"
 DEFAULT_DTYPES = {"cuda": ("bf16", "fp8_block", "int8", "int4_wo"), "cpu": ("bf16", "int8", "int4_wo")}
 COLLECTIVES = ("allreduce", "all_to_all")
+FORMATS_FOR = {"cuda": FORMATS, "cpu": ("bf16", "int8", "fp32")}
 
 
 @dataclass
@@ -91,12 +94,19 @@ def _timer(device: torch.device, grid: str) -> Callable:
     return CpuTimer().time
 
 
-def _ceilings(device: torch.device, grid: str) -> dict:
+def _ceilings(device: torch.device, grid: str, measured: dict, control: Control, reporter: Reporter) -> dict:
+    """Fill `measured` (in place) with the device's ceilings; bounded by `control`'s deadline (see peaks.py)."""
     if device.type == "cuda":
-        return measure_ceilings(device, lambda b: CudaTimer(rep_ms=100).time(b).median_s, 8192, 1 << 30, FORMATS)
-    n, copy = (256, 16 << 20) if grid == "tiny" else (2048, 256 << 20)
-    timer = CpuTimer(warmup_s=0.01, target_s=0.3, min_repeats=3, max_repeats=10)
-    return measure_ceilings(device, lambda b: timer.time(b).median_s, n, copy, ("bf16", "int8", "fp32"))
+        timer, n, copy, formats, cap_s = CudaTimer(rep_ms=100), 8192, 1 << 30, FORMATS, 0.1
+    else:
+        n, copy = (256, 16 << 20) if grid == "tiny" else (2048, 256 << 20)
+        # NOTE: 3-10 launches in 0.3 s, each cut to ~0.1 s: a CPU without fast BF16 (no AVX512-BF16/AMX) runs a
+        # 2048^3 BF16 product for over a minute, which would hold the run far past any budget.
+        timer, formats, cap_s = CpuTimer(warmup_s=0.01, target_s=0.3, min_repeats=3, max_repeats=10), \
+            FORMATS_FOR["cpu"], 0.1
+    return measure_ceilings(device, lambda b: timer.time(b, control).median_s, n, copy, formats, measured=measured,
+                            launch_cap_s=cap_s, check=control.check,
+                            on_step=lambda what: reporter.step(f"timing {what}"))
 
 
 def _tasks(shapes: list, table: str, tp: int, ep: int) -> tuple[list[Task], dict[str, dict]]:
@@ -115,9 +125,25 @@ def _tasks(shapes: list, table: str, tp: int, ep: int) -> tuple[list[Task], dict
     return tasks, skipped
 
 
-def run_calibration(settings: Settings, *, clock: Callable[[], float] = time.monotonic) -> RunResult:
-    start = clock()
+# Shares of budget_s: the peak measurement gets at most PEAK_SHARE of it (from when it starts); the fit and the writing are given
+# FIT_RESERVE_S (or FIT_RESERVE_SHARE of the budget if less) at the end; the sweep gets the rest.
+PEAK_SHARE = 0.25
+FIT_RESERVE_S, FIT_RESERVE_SHARE = 5.0, 0.1
+
+
+def run_calibration(settings: Settings, *, clock: Callable[[], float] = time.monotonic,
+                    control: Control | None = None, reporter: Reporter | None = None,
+                    started_s: float | None = None) -> RunResult:
+    """The campaign, bounded by `settings.budget_s` from `started_s` (default: now) on `clock`: peaks, sweep, fit
+    and writing all inside it. `control` carries the stop flag (signals) and receives `flush`, which writes what
+    was measured so far; a stop raises `control.Interrupted` after the store is written."""
+    start = clock() if started_s is None else started_s
     settings.validate()
+    control = control or Control(clock=clock)
+    control.clock = clock
+    end_s = start + settings.budget_s
+    reporter = reporter or Reporter(settings.progress, deadline_s=end_s, clock=clock, start_s=start)
+    reporter.stage("setup", 1, "reading provenance and shapes")
     hw, model = load_hardware(settings.hardware), load_model(settings.model)
     device, table, rehearsal = resolve_device(settings, hw)
     threads = set_cpu_threads(settings.threads)
@@ -128,19 +154,48 @@ def run_calibration(settings: Settings, *, clock: Callable[[], float] = time.mon
     out_dir = Path(settings.out_dir)
     provenance = collect(device.type, threads) | {"rehearsal": rehearsal}
     store = MeasurementStore.open(out_dir, provenance, hw.name)
-    measured = store.metadata.get("peaks", {}).get("measured")
-    if settings.peaks == "measured" and measured is None:
-        measured = _ceilings(device, grid.name)
+    control.flush = store.close
+    reporter.step()
+    try:
+        return _campaign(settings, store, hw, model, device, table, rehearsal, grid, shapes, dropped, control,
+                         reporter, start, end_s, clock)
+    except Interrupted:
+        store.write()
+        raise
+
+
+def _campaign(settings: Settings, store: MeasurementStore, hw: HardwareSpec, model: ModelSpec,
+              device: torch.device, table: str, rehearsal: bool, grid: Grid, shapes: list, dropped: int,
+              control: Control, reporter: Reporter, start: float, end_s: float, clock: Callable[[], float]
+              ) -> RunResult:
+    out_dir = Path(settings.out_dir)
+    peaks_meta = store.metadata.get("peaks", {})
+    measured = peaks_meta.get("measured")
+    if settings.peaks == "measured" and (measured is None or measured.get("not_measured", [])
+                                         or not isinstance(measured.get("matmul_n"), dict)):
+        measured = measured if measured and isinstance(measured.get("matmul_n"), dict) else {}
+        store.metadata["peaks"] = {**peaks_meta, "measured": measured}  # kept as it fills, should a signal come
+        control.deadline_s = min(end_s, clock() + PEAK_SHARE * settings.budget_s)
+        reporter.stage("peaks", len(measured.get("not_measured", ["mem", *FORMATS_FOR[device.type]])),
+                       f"ceilings (≤{PEAK_SHARE:.0%} of the budget)")
+        try:
+            _ceilings(device, grid.name, measured, control, reporter)
+            reporter.end()
+        except BudgetReached:
+            reporter.end(f"peak share of the budget reached: {', '.join(measured['not_measured'])} keep the "
+                         "datasheet figure")
     peaks = peaks_used(datasheet_peaks(hw), measured if settings.peaks == "measured" else None)
     store.metadata["peaks"] = {"used": peaks, "datasheet": datasheet_peaks(hw), "measured": measured}
     for row in store.rows:  # one roofline axis for all rows, old and new
         peak = peaks["flops_per_s"][ops.check_dtype(row["dtype"])["compute"]]
         row["roofline_s"] = ops.roofline_s(row["flops"], row["bytes"], peak, peaks["mem_bytes_per_s"])
     tasks, skipped = _tasks(shapes, table, settings.tp, settings.ep)
-    sweep = run_sweep(tasks, store, _timer(device, grid.name), device, peaks, model.name,
-                      start + settings.budget_s, progress=settings.progress, clock=clock)
+    reserve_s = min(FIT_RESERVE_S, FIT_RESERVE_SHARE * settings.budget_s)
+    sweep = run_sweep(tasks, store, _timer(device, grid.name), device, peaks, model.name, end_s - reserve_s,
+                      reporter=reporter, clock=clock, control=control)
     store.metadata.setdefault("skipped", {}).update(skipped)
     store.metadata["provenance"]["loadavg_1m_end"] = collect_loadavg()
+    reporter.stage("fit", 1, "cost curves and held-out errors")
     report = fit_measurements(store.rows, settings.holdout_every)
     store.write()
     models = sorted({m for r in store.rows for m in r["models"].split("+")})
@@ -157,6 +212,8 @@ def run_calibration(settings: Settings, *, clock: Callable[[], float] = time.mon
     result = RunResult(out_dir, hw.name, model.name, store.path, out_dir / "fit.json", profile_path, installed,
                        sweep, report, len(shapes), dropped, rehearsal, {**store.metadata.get("skipped", {})})
     _write_fit_json(result, settings, store, models, shapes_total=len(tasks))
+    reporter.step()
+    reporter.end()
     return result
 
 

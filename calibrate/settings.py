@@ -25,7 +25,7 @@ class Settings:
     tp: int = 1
     ep: int = 1
     grid: str = "auto"
-    budget_s: float = 420.0
+    budget_s: float = 150.0
     install: bool = False
     peaks: str = "measured"
     holdout_every: int = 4
@@ -43,6 +43,10 @@ class Settings:
         if bad_dtypes:
             raise InputError(CONFIG, "dtypes", f"unknown dtype {bad_dtypes[0]!r}",
                              f"use some of: {', '.join(ops.DTYPES)}")
+        from calibrate.shapes import GRIDS  # torch-free
+
+        if self.grid != "auto" and self.grid not in GRIDS:
+            raise InputError(CONFIG, "grid", f"unknown grid {self.grid!r}", f"use one of: auto, {', '.join(GRIDS)}")
         checks = [("budget_s", self.budget_s > 0, "a positive number of seconds"),
                   ("tp", self.tp >= 1, "an integer >= 1"), ("ep", self.ep >= 1, "an integer >= 1"),
                   ("holdout_every", self.holdout_every >= 2, "an integer >= 2 (every k-th shape held out)"),

@@ -5,7 +5,9 @@ coarse to fine (smallest, largest, middle, quarters, ...), so a budget that runs
 with points spread over its whole range. Points already in the store are skipped (resume). A shape an
 implementation does not take (`Unsupported`) is recorded as skipped; an exception is recorded as a failure, and an
 implementation that fails `MAX_CONSECUTIVE_FAILURES` times in a row is dropped for the rest of the run. The store
-is flushed every `flush_every_s`, at the end, and on Ctrl-C.
+is flushed every `flush_every_s`, at the end, and when a signal stops it (`control.Interrupted` propagates after the
+flush). The deadline is also checked between the launches of one point (`control.check()`), so a slow point
+cannot carry the sweep far past its budget; that point is then not kept.
 """
 from __future__ import annotations
 
@@ -17,8 +19,10 @@ from dataclasses import dataclass, field
 import torch
 
 from calibrate import ops
+from calibrate.control import BudgetReached, Control, Interrupted
 from calibrate.impls import Impl
 from calibrate.measurements import MeasurementStore
+from calibrate.progress import Reporter
 from calibrate.shapes import OpShape
 from calibrate.timing import Timing
 from calibrate.torch_ops import Bench, Unsupported
@@ -97,20 +101,16 @@ def _note(book: dict[str, dict], group: str, reason: str) -> None:
     entry["points"] += 1
 
 
-def _progress_bar(enabled: bool):
-    """A rich progress bar on stderr (rendered only on a terminal)."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    return Progress(TextColumn("{task.description:<48}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=Console(stderr=True), disable=not enabled, transient=False)
-
-
-def run_sweep(tasks: list[Task], store: MeasurementStore, time_bench: Callable[[Bench], Timing],
-              device: torch.device, peaks: dict, model: str, deadline_s: float, *, progress: bool = True,
-              flush_every_s: float = 10.0, clock: Callable[[], float] = time.monotonic) -> SweepResult:
-    """Time every task not yet in `store`, stopping when `clock()` passes `deadline_s`. `time_bench(bench)` returns
-    a `Timing`. Returns counts; the store holds the rows."""
+def run_sweep(tasks: list[Task], store: MeasurementStore, time_bench: Callable[[Bench, Control], Timing],
+              device: torch.device, peaks: dict, model: str, deadline_s: float, *, reporter: Reporter | None = None,
+              flush_every_s: float = 10.0, clock: Callable[[], float] = time.monotonic,
+              control: Control | None = None) -> SweepResult:
+    """Time every task not yet in `store`, stopping when `clock()` passes `deadline_s`. `time_bench(bench,
+    control)` returns a `Timing` (or raises `BudgetReached`/`Interrupted` from `control.check()`). Returns counts;
+    the store holds the rows."""
+    control = control or Control(clock=clock)
+    control.deadline_s = deadline_s
+    reporter = reporter or Reporter(False)
     start = clock()
     result = SweepResult()
     todo = []
@@ -124,39 +124,43 @@ def run_sweep(tasks: list[Task], store: MeasurementStore, time_bench: Callable[[
     streak: dict[str, int] = defaultdict(int)
     dropped: dict[str, str] = {}
     last_flush = clock()
-    bar = _progress_bar(progress)
     try:
-        with bar:
-            job = bar.add_task("measuring", total=len(todo))
-            for i, task in enumerate(todo):
-                if clock() >= deadline_s:
-                    result.stopped_by_budget, result.remaining = True, len(todo) - i
-                    break
-                bar.update(job, description=f"{task.group} {task.shape.shape}"[:48])
-                if task.impl.name in dropped:
-                    _note(result.failed, task.group, dropped[task.impl.name])
-                    bar.advance(job)
-                    continue
-                try:
-                    timing = time_bench(task.impl.build(task.shape, device))
-                except Unsupported as err:
-                    _note(result.skipped, task.group, str(err))
-                except Exception as err:  # any kernel/library error is data: record it and go on
-                    reason = f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"
-                    _note(result.failed, task.group, reason)
-                    streak[task.impl.name] += 1
-                    if streak[task.impl.name] >= MAX_CONSECUTIVE_FAILURES:
-                        dropped[task.impl.name] = f"dropped after {MAX_CONSECUTIVE_FAILURES} failures: {reason}"
-                    if device.type == "cuda":
-                        torch.cuda.empty_cache()
-                else:
-                    streak[task.impl.name] = 0
-                    store.add(make_row(task, timing, model, peaks))
-                    result.measured += 1
-                bar.advance(job)
-                if clock() - last_flush >= flush_every_s:
-                    store.write()
-                    last_flush = clock()
+        reporter.stage("sweep", len(todo), "points to time")
+        for i, task in enumerate(todo):
+            if clock() >= deadline_s:
+                result.stopped_by_budget, result.remaining = True, len(todo) - i
+                break
+            if task.impl.name in dropped:
+                _note(result.failed, task.group, dropped[task.impl.name])
+                reporter.step(task.group)
+                continue
+            try:
+                timing = time_bench(task.impl.build(task.shape, device), control)
+            except BudgetReached:
+                result.stopped_by_budget, result.remaining = True, len(todo) - i
+                break
+            except Unsupported as err:
+                _note(result.skipped, task.group, str(err))
+            except Exception as err:  # any kernel/library error is data: record it and go on
+                if isinstance(err, Interrupted):
+                    raise
+                reason = f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"
+                _note(result.failed, task.group, reason)
+                streak[task.impl.name] += 1
+                if streak[task.impl.name] >= MAX_CONSECUTIVE_FAILURES:
+                    dropped[task.impl.name] = f"dropped after {MAX_CONSECUTIVE_FAILURES} failures: {reason}"
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
+            else:
+                streak[task.impl.name] = 0
+                store.add(make_row(task, timing, model, peaks))
+                result.measured += 1
+            reporter.step(f"{task.group} {task.shape.shape}")
+            if clock() - last_flush >= flush_every_s:
+                store.write()
+                last_flush = clock()
+        reporter.end(f"{result.measured} timed, {result.reused} reused"
+                     + (f", budget reached with {result.remaining} left" if result.stopped_by_budget else ""))
     finally:
         store.metadata.setdefault("skipped", {}).update(result.skipped)
         store.metadata.setdefault("failed", {}).update(result.failed)

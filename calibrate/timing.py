@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from calibrate.control import Control
 from calibrate.torch_ops import Bench
 
 
@@ -73,11 +74,18 @@ class CpuTimer:
         fit = int(self.pool_limit_bytes // max(operand_bytes, 1.0))
         return max(1, min(want, self.max_copies, fit))
 
-    def time(self, bench: Bench) -> Timing:
-        pool = [bench.make_inputs() for _ in range(self.copies_for(bench.operand_bytes))]
+    def time(self, bench: Bench, control: Control | None = None) -> Timing:
+        """Timing of `bench`; `control.check()` runs before every allocation and launch (it raises on a signal or
+        at the deadline, so a stop waits for one launch at most)."""
+        check = control.check if control is not None else (lambda: None)
+        pool = []
+        for _ in range(self.copies_for(bench.operand_bytes)):
+            check()
+            pool.append(bench.make_inputs())
         clock = time.perf_counter_ns
         warm_start, calls = clock(), 0
         while True:
+            check()
             bench.run(pool[calls % len(pool)])
             calls += 1
             elapsed_s = (clock() - warm_start) * 1e-9
@@ -89,6 +97,7 @@ class CpuTimer:
         start = clock()
         while True:
             inputs = pool[(calls + len(samples)) % len(pool)]
+            check()
             t0 = clock()
             bench.run(inputs)
             samples.append((clock() - t0) * 1e-9)
@@ -111,10 +120,12 @@ class CudaTimer:
     warmup_ms: float = 5.0
     rep_ms: float = 20.0
 
-    def time(self, bench: Bench) -> Timing:
+    def time(self, bench: Bench, control: Control | None = None) -> Timing:
         import torch
         from triton.testing import do_bench
 
+        if control is not None:  # one do_bench call lasts warmup_ms + rep_ms: checked before it
+            control.check()
         inputs = bench.make_inputs()
         torch.cuda.synchronize()
         p50, p20, p80 = do_bench(lambda: bench.run(inputs), warmup=self.warmup_ms, rep=self.rep_ms,

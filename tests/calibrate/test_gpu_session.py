@@ -13,7 +13,7 @@ from calibrate import gpu_session
 def test_calibration_step_rehearses_the_gpu_path(tmp_path):
     out, work = tmp_path / "out", tmp_path / "work"
     work.mkdir()
-    code = gpu_session._step_calibrate(work, out, "h200", "llama3_8b", budget_s=3.0, dry_run=True)
+    code = gpu_session._step_calibrate(work, out, "h200", "llama3_8b", budget_s=10.0, dry_run=True)  # peaks and cut-off points inside
     assert code == 0
     assert {p.name for p in (out / "h200").iterdir()} == {"measurements.parquet", "fit.json", "h200.parquet"}
     summary = json.loads((work / "calibrate_llama3_8b.json").read_text())

@@ -78,7 +78,7 @@ def test_second_run_measures_nothing_new(make_settings):
 
 
 def test_budget_stops_cleanly_keeps_points_and_resume_finishes(make_settings, step_clock):
-    stopped = run_calibration(make_settings(budget_s=6.0), clock=step_clock(0.5))
+    stopped = run_calibration(make_settings(budget_s=6.0), clock=step_clock(0.02))
     assert stopped.sweep.stopped_by_budget and stopped.sweep.remaining > 0
     kept = read_measurements(stopped.measurements_path)[0]
     assert 0 < len(kept) == stopped.sweep.measured
@@ -89,7 +89,7 @@ def test_budget_stops_cleanly_keeps_points_and_resume_finishes(make_settings, st
 
 
 def test_points_are_spread_over_every_op_when_the_budget_is_short(make_settings, step_clock):
-    result = run_calibration(make_settings(budget_s=8.0), clock=step_clock(0.5))
+    result = run_calibration(make_settings(budget_s=8.0), clock=step_clock(0.02))
     ops = {r["op"] for r in read_measurements(result.measurements_path)[0]}
     assert ops == {"gemm", "attn_decode", "elementwise"}  # round robin, not gemm first
 
