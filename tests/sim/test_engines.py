@@ -103,3 +103,27 @@ def test_engine_keys_are_checked():
         simulate(run_config(*STEP, "engine=vllm_v1", "+engine.no_such_key=1"), AB)
     with pytest.raises(InputError):
         simulate(run_config(*STEP, "+engine.max_num_seqs=3"), AB)   # generic has no settings
+
+
+def test_itl_counts_each_delivery_and_shows_multi_step_bursts():
+    # As in the multi-step test: A is sent tokens at .01 (1), .05 (2-4), .08 (5-7): gaps .04, .03;
+    # B at .02 and .05: gap .03. Three gaps in all.
+    res = simulate(run_config(*STEP, *V0, "engine.num_scheduler_steps=3"), AB)
+    assert np.allclose(res.requests["itl_max_s"], [0.04, 0.03])
+    itl = res.summary["latency_s"]["itl"]
+    assert itl["mean"] == pytest.approx((0.04 + 0.03 + 0.03) / 3, rel=0.02)
+    # One step at a time (k = 1, prefill priority): A's gaps .02 (behind B's prefill) then .01 x 5.
+    one = simulate(run_config(*STEP, *V0), AB)
+    assert np.allclose(one.requests["itl_max_s"], [0.02, 0.01])
+
+
+def test_itl_of_fast_forwarded_runs_equals_stepping():
+    from tests.sim.helpers import poisson_workload
+    wl = poisson_workload(60, 20.0, seed=3)
+    fast = simulate(run_config("scenario.pools.main.instances=1"), wl)
+    slow = simulate(run_config("scenario.pools.main.instances=1", "fast_forward=false"), wl)
+    assert np.array_equal(fast.requests["itl_max_s"], slow.requests["itl_max_s"], equal_nan=True)
+    for k in ("p50", "p90", "p99"):
+        assert fast.summary["latency_s"]["itl"][k] == pytest.approx(slow.summary["latency_s"]["itl"][k], rel=1e-9)
+    # Every gap is at most the longest, and the mean gap equals the mean decode step seen by the requests.
+    assert fast.summary["latency_s"]["itl"]["p99"] <= np.nanmax(fast.requests["itl_max_s"]) * 1.02

@@ -224,6 +224,8 @@ class EngineBatching:
             if c == prompt + req.num_output_tokens:
                 req.num_output_tokens += 1
                 undelivered.add(req.request_id)
+        if not deliver and all(r.num_output_tokens >= r.output_tokens for r in self._group):
+            self._group_left, deliver = 0, True  # every member is done before the group's last step
         if not deliver:
             return []
         finished = []
