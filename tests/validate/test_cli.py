@@ -156,3 +156,16 @@ def test_published_any_table_by_csv(tmp_path):
     assert proc.returncode == 0, proc.stderr
     doc = json.loads((tmp_path / "o" / "published.json").read_text())
     assert [r["id"] for r in doc["rows"]] == ["X1"] and "throughput" in doc["median_abs_error_pct"]
+
+
+@pytest.mark.parametrize("hf_id,model", [("meta-llama/Llama-3.1-70B-Instruct", "llama3_1_70b"),
+                                         ("meta-llama/Llama-3.3-70B-Instruct", "llama3_3_70b"),
+                                         ("meta-llama/Llama-2-70b-chat-hf", "llama2_70b"),
+                                         ("meta-llama/Llama-2-70b-hf", "llama2_70b"),
+                                         ("deepseek-ai/DeepSeek-R1", "deepseek_r1"),
+                                         ("meta-llama/Llama-3.1-8B-Instruct", "llama3_1_8b")])
+def test_model_for_id_matches_the_published_rows_models(hf_id, model):
+    from inferplan.specs import load_model
+    from sim.validate.deployment import model_for_id
+    assert model_for_id(hf_id) == model
+    assert load_model(model).num_layers in (32, 61, 80)
