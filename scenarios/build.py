@@ -64,6 +64,7 @@ GENERATORS: dict[str, Callable[[ConfigReader, str], Plan]] = {
     "sessions": G.sessions_traffic,
     "servegen": G.servegen_traffic,
     "trace": G.trace_traffic,
+    "closed_loop": G.closed_loop_traffic,
     "mix": _mix,
 }
 

@@ -60,6 +60,27 @@ def arrival_traffic(r: ConfigReader, kind: str) -> Plan:
     return make
 
 
+def closed_loop_traffic(r: ConfigReader, kind: str) -> Plan:
+    """`clients` concurrent clients, each sending its next request when its previous one ends (completed or
+    rejected), after `think_time_s` (default 0); `requests` in all; lengths from `lengths:`. The arrival times
+    are made by the simulation (`sim/cluster.py` releases request i when a client frees and writes its arrival
+    time then): the workload holds 0 for every request until released. The run ends when all have ended, or at
+    `drain_timeout_s` after t=0 (the scenario's bound on a closed-loop run: set it above the expected duration)."""
+    clients = r.integer("clients", minimum=1)
+    n = r.integer("requests", minimum=1)
+    think_s = r.number("think_time_s", 0.0, minimum=0.0)
+    lengths = lengths_from_config(r.nested("lengths"))
+
+    def make(streams: Streams) -> Workload:
+        prompt, output = lengths.sample(streams, np.zeros(n))
+        arrival = np.zeros(n)
+        wl = Workload.from_columns(arrival, prompt, output,
+                                   source=f"closed_loop(clients={clients}, requests={n}, think_time_s={think_s:g})",
+                                   metadata={"closed_loop": {"clients": clients, "think_time_s": think_s}})
+        return wl
+    return make
+
+
 _TURNS = {
     "fixed": lambda r: TurnCount("fixed", r.integer("count", minimum=1)),
     "geometric": lambda r: TurnCount("geometric", r.number("mean", minimum=1.0), r.integer("max", 100, minimum=1)),

@@ -91,6 +91,14 @@ class Cluster:
         self._c_class: list[int] = []
         self._c_priority: list[int] = []
         self._wakes: list | None = None  # see _arrive
+        # Closed-loop clients (`traffic.kind: closed_loop`): request i is released when a client frees (a request
+        # ends), `think_time_s` later; its arrival time is written into the workload then.
+        closed = workload.metadata.get("closed_loop")
+        self._think_s = float(closed["think_time_s"]) if closed else -1.0
+        self._released = min(int(closed["clients"]), self._n_requests) if closed else self._n_requests
+        if closed:
+            self.workload.arrival_s.setflags(write=True)
+            self._due_s[self._released:] = float("inf")  # (not sent until a client frees)
         self._schedule_arrival(env.now)
 
     # -- wiring -----------------------------------------------------------------------------------------------
@@ -123,6 +131,8 @@ class Cluster:
     # -- request flow -----------------------------------------------------------------------------------------
     def _count_done(self) -> None:
         self.finished += 1
+        if self._think_s >= 0.0 and self._released < self._n_requests:
+            self._release(self._released, self.env.now + self._think_s)
         if self.finished == self._n_requests and not self.all_done.triggered:
             self.all_done.succeed()
 
@@ -206,6 +216,15 @@ class Cluster:
         req.handoff = pool.cfg.role == "prefill" and req.output_tokens > 1
         self._dispatch(req, pool, now)
 
+    def _release(self, i: int, at_s: float) -> None:
+        """A closed-loop client sends request i at `at_s` (its arrival time is set now)."""
+        self._released = i + 1
+        self.workload.arrival_s[i] = at_s
+        self._due_s[i] = at_s + self.run.scenario.frontend_overhead_s
+        self._chunk_hi = 0  # (the cached chunk holds the old time)
+        ev = self.env.timeout(max(0.0, self._due_s[i] - self.env.now))
+        ev.callbacks.append(self._arrive)
+
     def _load_chunk(self, i: int) -> None:
         """Make requests i .. i + ARRIVAL_CHUNK - 1 readable from the `_c_*` lists."""
         wl, hi = self.workload, min(i + ARRIVAL_CHUNK, self._n_requests)
@@ -228,7 +247,7 @@ class Cluster:
         callback admits every request due then and schedules the next (a callback chain, not a process: this
         runs once per request)."""
         i = self._next_arrival
-        if i < self._n_requests:
+        if i < self._released:
             ev = self.env.timeout(max(0.0, self._due(i) - now))
             ev.callbacks.append(self._arrive)
 

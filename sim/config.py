@@ -79,6 +79,7 @@ class PoolConfig:
     prefix_caching: bool = False            # keep finished prompts' KV blocks for reuse (LRU), vLLM APC / SGLang radix
     kv_tier2_bytes: float = 0.0             # second KV tier per instance (host DRAM or disk); 0 = none
     kv_tier2_bandwidth_bytes_per_s: float | None = None  # load bandwidth from tier 2; default the host link
+    engine: Any = None                      # an engine preset for this pool: a name or {name, overrides} (conf/engine)
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,7 @@ class RunConfig:
     metrics: MetricsConfig
     fast_forward: bool = True
     calibration: dict | None = None  # a fitted overlay in effect (written by `sim.validate fit=true`), recorded
+    engine: dict = field(default_factory=lambda: {"name": "generic"})  # the engine group (sim/instance/engine.py)
 
 
 def instance_bounds(p: PoolConfig) -> tuple[int, int]:
@@ -176,7 +178,7 @@ def load_run_config(cfg) -> RunConfig:
     """Validate a composed config (DictConfig or plain dict) into a `RunConfig`."""
     d = _plain(cfg)
     allowed = {"seed", "scenario", "batching", "router", "autoscaler", "cost", "metrics", "fast_forward",
-               "calibration", "hydra"}
+               "calibration", "engine", "hydra"}
     unknown = sorted(set(d) - allowed)
     if unknown:
         raise InputError("conf/config.yaml", unknown[0], "unknown top-level key", f"valid keys: {', '.join(sorted(allowed - {'hydra'}))}")
@@ -224,4 +226,5 @@ def load_run_config(cfg) -> RunConfig:
         cost=cost, metrics=build(MetricsConfig, d.get("metrics"), "metrics"),
         fast_forward=bool(d.get("fast_forward", True)),
         calibration=d.get("calibration"),
+        engine=dict(d.get("engine") or {"name": "generic"}),
     )

@@ -41,6 +41,7 @@ class RequestRecorder:
         self.reject_reason: dict[int, str] = {}
         self.first_token_s = array("d", [math.nan]) * n
         self.finish_s = array("d", [math.nan]) * n
+        self.itl_max_s = array("d", [math.nan]) * n
         self.preemptions = array("i", bytes(4 * n))
         self.fallback = array("b", bytes(n))
         self.prefill_pool = array("h", [-1]) * n
@@ -62,6 +63,7 @@ class RequestRecorder:
         self.pool[i] = self._pool_index.get(req.pool, -1)
         self.instance[i] = req.instance
         self.first_token_s[i] = req.first_token_s
+        self.itl_max_s[i] = req.itl_max_s
         # (the columns start at their defaults: zero, False, no pool; only what differs is written)
         if req.cached_tokens:
             self.cached_tokens[i] = req.cached_tokens
@@ -97,6 +99,7 @@ class RequestRecorder:
             "ttft_s": first - arrival,
             "tpot_s": tpot,
             "e2e_s": finish - arrival,
+            "itl_max_s": _numpy(self.itl_max_s, n),
             "preemptions": _numpy(self.preemptions, n),
             "fallback": _numpy(self.fallback, n).astype(bool),
             "prefill_pool": pool_names[_numpy(self.prefill_pool, n) + 1],

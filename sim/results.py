@@ -15,7 +15,7 @@ REQUEST_TYPES = {
     "cached_tokens": pa.int64(), "request_class": pa.string(), "pool": pa.string(), "instance": pa.int32(),
     "status": pa.string(), "reject_reason": pa.string(), "first_token_s": pa.float64(), "finish_s": pa.float64(),
     "ttft_s": pa.float64(), "tpot_s": pa.float64(), "e2e_s": pa.float64(), "preemptions": pa.int32(),
-    "fallback": pa.bool_(), "prefill_pool": pa.string(),
+    "fallback": pa.bool_(), "prefill_pool": pa.string(), "itl_max_s": pa.float64(),
 }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from sim.config import RunConfig
+from sim.instance.itl import ItlSketch
 from sim.fleet.billing import pool_bill, revenue_usd
 from sim.metrics import percentiles
 
@@ -19,6 +20,15 @@ def _all_met(verdicts: list) -> bool | None:
     if any(v is False for v in verdicts):
         return False
     return None if not verdicts or any(v is None for v in verdicts) else True
+
+
+def _itl(cluster) -> dict:
+    """ITL p50/p90/p99/mean over every instance's sketch (merged in pool and index order)."""
+    total = ItlSketch()
+    for pool in cluster.pools.values():
+        for inst in pool.instances:
+            total.merge(inst.itl)
+    return total.summary()
 
 
 def summarize(run: RunConfig, cluster, cols: dict, duration_s: float, sampler_peak: dict, invariants: dict) -> dict:
@@ -103,7 +113,7 @@ def summarize(run: RunConfig, cluster, cols: dict, duration_s: float, sampler_pe
         "scenario": run.scenario.name, "seed": run.seed, "simulated_duration_s": duration_s,
         "requests": {"arrived": n, "completed": int(done.sum()), "rejected": int((status == "rejected").sum()),
                      "unfinished": int((status == "unfinished").sum()), "rejected_by_reason": reasons},
-        "latency_s": {"ttft": ttft, "tpot": tpot, "e2e": e2e},
+        "latency_s": {"ttft": ttft, "tpot": tpot, "e2e": e2e, "itl": _itl(cluster)},
         "throughput": {"requests_per_s": float(done.sum()) / dur, "input_tokens_per_s": in_tok / dur,
                        "output_tokens_per_s": out_tok / dur},
         "slo": {"ttft_p99_s": slo.ttft_p99_s, "tpot_p99_s": slo.tpot_p99_s, "served_fraction": slo.served_fraction,

@@ -6,6 +6,8 @@ active instances, so no request in flight is ever dropped.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from collections import deque
 from collections.abc import Callable
 
@@ -17,7 +19,9 @@ from inferplan.specs import CONF_DIR, load_hardware, load_model
 from sim.config import PoolConfig, RunConfig, instance_bounds
 from sim.cost.factory import build_pool_pricing
 from sim.fleet.cold_start import ColdStart
+from sim.instance import engine as engine_presets
 from sim.instance.batching import make_policy
+from sim.instance.batching.engine import EngineBatching
 from sim.instance.instance import Instance
 from sim.instance.kv_cache import BlockManager
 from scenarios.rng import stream
@@ -37,17 +41,24 @@ class Pool:
         self.env, self.name, self.cfg, self.run = env, name, p, run
         self.hardware, self.model = load_hardware(p.hardware), load_model(p.model)
         self.where = f"scenario/{run.scenario.name}: pools.{name}"
+        self.engine = engine_presets.resolve(p.engine, run.engine, self.where)
+        if self.engine["name"] != "generic":  # the engine's memory defaults replace the pool's
+            util, block = engine_presets.memory_settings(self.engine, p.tp, p.gpu_memory_utilization, p.block_size_tokens)
+            p = self.cfg = dataclasses.replace(p, gpu_memory_utilization=util, block_size_tokens=block)
         self.batching_name = p.batching_policy or run.batching_name
         base = run.batching if self.batching_name == run.batching_name else _group_defaults(self.batching_name)
         self.batching = {**base, **(p.batching or {})}
         token_budget = int(self.batching.get("token_budget", self.batching.get("max_batch_tokens", 8192)))
+        if self.engine["name"] != "generic":
+            token_budget = int(self.engine.get("max_num_batched_tokens") or max(self.model.max_context_tokens, 2048))
         self.pricing = build_pool_pricing(self.model, self.hardware, p, run.cost, token_budget=token_budget,
                                           where=self.where)
         self.memory, self.cost = self.pricing.memory, self.pricing.cost
         mem = self.memory
         # A decode-role pool receives prompts whose KV was computed elsewhere: it never schedules a prompt.
-        if self.batching_name == "continuous" and p.role != "decode" and token_budget < min(
-                self.model.max_context_tokens, getattr(mem, "blocks_per_rank", mem.num_blocks) * mem.block_size_tokens):
+        if (self.engine["name"] == "generic" and self.batching_name == "continuous" and p.role != "decode"
+                and token_budget < min(
+                self.model.max_context_tokens, getattr(mem, "blocks_per_rank", mem.num_blocks) * mem.block_size_tokens)):
             raise InputError(self.where, "batching.token_budget", f"{token_budget} is below the model's context "
                              f"({self.model.max_context_tokens}): long prompts could never be scheduled whole",
                              "raise token_budget or use batching=chunked_prefill")
@@ -82,7 +93,12 @@ class Pool:
                           tier2_capacity_bytes=p.kv_tier2_bytes,
                           tier2_bandwidth_bytes_per_s=p.kv_tier2_bandwidth_bytes_per_s or hw.host_link_bandwidth_bytes_per_s)
         try:
-            policy = make_policy(self.batching_name, kv, dict(self.batching))
+            if self.engine["name"] != "generic":
+                params = engine_presets.policy_params(self.engine, self.model.max_context_tokens,
+                                                      mem.num_blocks * mem.block_size_tokens)
+                policy = EngineBatching(kv, **params)
+            else:
+                policy = make_policy(self.batching_name, kv, dict(self.batching))
         except (TypeError, ValueError) as err:
             raise InputError(f"conf/batching/{self.batching_name}.yaml", "parameters", str(err),
                              "remove or rename the key") from None

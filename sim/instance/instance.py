@@ -19,6 +19,7 @@ from sim.instance.batching import BatchingPolicy
 from sim.instance.batching.base import accept_tokens, bulk_decode
 from sim.instance.kv_cache import BlockManager
 from sim.instance.request_state import SimRequest
+from sim.instance.itl import ItlSketch
 
 _N_PARTS: Final = len(PARTS)  # (Final: a native constant in compiled code, not a globals lookup)
 
@@ -128,6 +129,7 @@ class Instance:
         self._pending: simpy.Event | None = None  # the one event this instance acts on; any other is stale
         self._step: tuple[ScheduledBatch, float, StepCost] | None = None
         self._run: _Run | None = None
+        self.itl = ItlSketch()  # gaps between consecutive token deliveries (sim/metrics.py)
 
     def activate(self) -> None:
         """Start serving (end of the cold start)."""
@@ -293,8 +295,11 @@ class Instance:
                 return
             start_s = run.head_end_s
             self.policy.update_from_output(head, start_s)  # (nobody finishes there: the run was planned so)
+            self._deliver(head.items, start_s)
         n = m if head_cost is None else m - 1  # decode iterations of `batch`, from start_s on
         bulk_decode(batch.items, n - 1, self.kv)
+        if n >= 2:
+            self._deliver_run(run, batch, start_s, n - 1)
         parts, hidden_s = run.table.run_parts(run.first, run.stride, n, run.end_s - start_s)
         if head_cost is not None:
             for j, v in enumerate(head_cost.parts.values()):  # (in PARTS order: the StepCost contract)
@@ -343,6 +348,54 @@ class Instance:
             for req, _ in batch.items:
                 if req.num_output_tokens == 1 and req.first_token_s == now:
                     self.on_first_token(req, now, now)
+        self._deliver(batch.items, now)
+        if finished:
+            self._deliver([(r, 0) for r in finished], now)
         self.outstanding -= len(finished)
         for req in finished:
             self.on_finish(req)
+
+    def _deliver(self, items: list, now: float) -> None:
+        """Requests whose output tokens reached the client now: one ITL gap each since their last delivery
+        (a policy that holds tokens back, multi-step groups, keeps them out of the count until it sends them)."""
+        held = getattr(self.policy, "_undelivered", None)
+        itl = self.itl
+        for req, _ in items:
+            out = req.num_output_tokens
+            if out <= req.delivered_tokens or (held and req.request_id in held):
+                continue
+            if req.delivered_tokens:
+                gap = now - req.last_token_s
+                itl.add(gap)
+                if not gap <= req.itl_max_s:  # (NaN-safe: the first gap sets it)
+                    req.itl_max_s = gap
+            req.delivered_tokens, req.last_token_s = out, now
+
+    def _deliver_run(self, run: _Run, batch: ScheduledBatch, start_s: float, k: int) -> None:
+        """The first k decode iterations of a run from start_s, applied in bulk: each member gets a token at every
+        iteration end (the same sums as `_Run.end_of`); the gaps after the first are common to all members."""
+        times, i, stride = run.table.times, run.first, run.stride
+        t, ends = start_s, []
+        for _j in range(k):
+            t += times[i]
+            i += stride
+            ends.append(t)
+        members = [req for req, _ in batch.items]
+        itl = self.itl
+        for req in members:
+            if req.delivered_tokens:
+                gap = ends[0] - req.last_token_s
+                itl.add(gap)
+                if not gap <= req.itl_max_s:
+                    req.itl_max_s = gap
+        common = 0.0
+        w = float(len(members))
+        for j in range(1, k):
+            gap = ends[j] - ends[j - 1]
+            itl.add(gap, w)
+            if gap > common:
+                common = gap
+        for req in members:
+            if k > 1 and not common <= req.itl_max_s:
+                req.itl_max_s = common
+            req.delivered_tokens, req.last_token_s = req.num_output_tokens, ends[-1]

@@ -14,7 +14,7 @@ class SimRequest:
     __slots__ = ("request_id", "arrival_s", "prompt_tokens", "output_tokens", "request_class", "priority",
                  "prefix_hashes", "num_computed_tokens", "num_output_tokens", "cached_tokens", "first_token_s",
                  "finish_s", "status", "reject_reason", "pool", "instance", "preemptions", "enqueued_s", "handoff",
-                 "fallback", "prefill_pool")
+                 "fallback", "prefill_pool", "delivered_tokens", "last_token_s", "itl_max_s")
 
     def __init__(self, request_id: int, arrival_s: float, prompt_tokens: int, output_tokens: int,
                  request_class: int = 0, priority: int = 0, prefix_hashes=None) -> None:
@@ -39,6 +39,9 @@ class SimRequest:
         self.handoff = False       # leave the instance after the first token (prefill pool of a P/D pair)
         self.fallback = False      # served by the overload fallback pool
         self.prefill_pool = ""     # where its prefill ran, when disaggregated
+        self.delivered_tokens = 0  # output tokens sent to the client so far (ITL: one gap per delivery)
+        self.last_token_s = math.nan   # when the last delivery was sent
+        self.itl_max_s = math.nan      # the longest gap between consecutive deliveries
 
     @property
     def total_tokens(self) -> int:

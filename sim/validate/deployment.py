@@ -28,7 +28,7 @@ def override_key(override: str) -> str:
 
 
 def normalize_model_id(model_id: str) -> str:
-    name = model_id.strip().rstrip("/").split("/")[-1].lower()
+    name = model_id.strip().rstrip("/").split("/")[-1].lower().removesuffix("-hf")  # (Llama-2's repository names)
     for s in SUFFIXES:
         if name.endswith(s):
             name = name[: -len(s)]

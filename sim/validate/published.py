@@ -1,5 +1,6 @@
-"""`python -m sim.validate.published [out=<dir>] [rows=A01,G01]`: the published A100 serving results of
-`shared/validation/published-serving-benchmarks-a100.csv`, simulated as documented and compared row by row.
+"""`python -m sim.validate.published [csv=<path>] [out=<dir>] [rows=A01,G01]`: published serving results (default:
+the A100 table shipped in `sim/validate/data/`, a copy of `shared/validation/`), simulated as documented and
+compared row by row; prints per-row signed errors and the median |error| per metric family.
 
 Nothing here is fitted to those numbers: every row runs with the configured defaults (docs/cost-model.md) and
 the engine limits its source states. What a row does not state is an assumption, printed with the row:
@@ -13,12 +14,15 @@ the engine limits its source states. What a row does not state is an assumption,
 * Arrivals: Poisson at the row's rate, seed 0 (the client's own draw is not published); `inf` = all at t=0.
 * SGLang 0.3.0 limits: chunked prefill of 8,192 tokens, up to 2,048 running requests, 0.88 of memory
   (assumptions: that version's defaults as we read them for one A100-80GB; not stated by the source).
-* ITL is not compared: the simulator records first and last token times only (and vLLM 0.6.0's multi-step
-  scheduling makes its ITL a per-10-token figure anyway).
+* Engines: each row runs the `conf/engine` preset of its engine and version (`engine_preset`), with the flags it
+  publishes (`--num-scheduler-steps`); vLLM 0.6.3 streams multi-step outputs per step.
+* ITL is the gap between consecutive deliveries of tokens (one per multi-step group under vLLM 0.6.0), as the
+  benchmark clients count chunks.
 """
 from __future__ import annotations
 
 import csv
+import re
 import json
 import math
 import sys
@@ -36,7 +40,7 @@ from sim.run import simulate
 from sim.validate.deployment import derived_model_yaml, model_for_id
 
 REPO = Path(__file__).resolve().parents[2]
-CSV_PATH = REPO.parent / "shared" / "validation" / "published-serving-benchmarks-a100.csv"
+CSV_PATH = Path(__file__).resolve().parent / "data" / "published-serving-benchmarks-a100.csv"  # shipped copy (README)
 OUTPUT_MEAN_TOKENS = 194.3   # A09: 4281.51 / 22.03; A10: 4132.37 / 21.27
 PROMPT_MEAN_TOKENS = 215.0   # assumption (see the module docstring)
 # Published column -> (simulated figure, unit scale to the published unit).
@@ -44,13 +48,28 @@ METRICS = {"req_per_s": ("requests_per_s", 1.0), "output_tok_per_s": ("output_to
            "total_tok_per_s": ("total_tokens_per_s", 1.0), "ttft_mean_ms": ("ttft_mean_s", 1e3),
            "ttft_median_ms": ("ttft_p50_s", 1e3), "ttft_p99_ms": ("ttft_p99_s", 1e3),
            "tpot_mean_ms": ("tpot_mean_s", 1e3), "tpot_median_ms": ("tpot_p50_s", 1e3),
-           "tpot_p99_ms": ("tpot_p99_s", 1e3), "e2e_mean_ms": ("e2e_mean_s", 1e3), "e2e_median_ms": ("e2e_p50_s", 1e3)}
+           "tpot_p99_ms": ("tpot_p99_s", 1e3), "e2e_mean_ms": ("e2e_mean_s", 1e3), "e2e_median_ms": ("e2e_p50_s", 1e3),
+           "itl_mean_ms": ("itl_mean_s", 1e3), "itl_median_ms": ("itl_p50_s", 1e3)}
+
+
+def engine_preset(row: dict) -> str:
+    """The conf/engine preset of a row's engine and version."""
+    engine, version = row["engine"].strip().lower(), row["engine_version"].strip()
+    if engine == "vllm":
+        major = tuple(int(x) for x in re.findall(r"\d+", version)[:2])
+        return "vllm_v1" if major >= (0, 8) or "V1" in row.get("flags", "") else "vllm_v0"
+    if engine == "sglang":
+        return "sglang"
+    if engine.replace("-", "").replace(" ", "") in ("tensorrtllm", "trtllm"):
+        return "trtllm"
+    raise InputError(CSV_PATH, f"row {row['id']}: engine", f"no engine preset for {row['engine']!r}",
+                     "use vLLM, SGLang or TensorRT-LLM (conf/engine/)")
 
 
 def read_rows(path: Path = CSV_PATH) -> list[dict]:
     if not path.is_file():
-        raise InputError(path, "path", "the published-results table is missing (it lives in the shared folder "
-                         "beside the repository)", f"put the shared folder at {path.parent.parent.parent}")
+        raise InputError(path, "path", "the published-results table is missing",
+                         f"give csv=<a table in the columns of {CSV_PATH.name}> (the shipped copy is {CSV_PATH})")
     with path.open(newline="") as fh:
         rows = list(csv.DictReader(fh))
     if not rows:
@@ -129,20 +148,22 @@ def build_setup(row: dict, out_dir: Path, prompt_scale: float = 1.0) -> Setup:
     ov = ["scenario=smoke", "metrics.progress=false", "scenario.pools.main.hardware=a100_80gb",
           "scenario.pools.main.instances=1", f"++scenario.pools.main.tp={tp}", "++scenario.drain_timeout_s=3600"]
     notes = []
+    preset = engine_preset(row)
     if engine == "vLLM":
         mml = 4096 if "--max_model_len 4096" in flags else 32768 if "max_model_len=32768" in flags else None
         if mml is None:
             raise InputError(CSV_PATH, f"row {row['id']}: flags", "no max_model_len", "state it in flags")
-        ov += [f"scenario.pools.main.model={derived_model_yaml(model, mml, out_dir)}", "batching=continuous",
-               "batching.max_num_seqs=256", f"batching.token_budget={max(mml, 2048)}"]
-        notes.append(f"vLLM {row['engine_version']}: no chunked prefill, max_num_seqs 256, token budget "
-                     f"max(max_model_len {mml}, 2048) (vLLM's default without chunked prefill)")
-        if "--num-scheduler-steps 10" in flags:
-            notes.append("multi-step scheduling (10) not modelled: default 2 ms host overhead per iteration")
+        steps = re.search(r"--num-scheduler-steps[ =](\d+)", flags)
+        ov += [f"scenario.pools.main.model={derived_model_yaml(model, mml, out_dir)}", f"engine={preset}"]
+        if steps:
+            ov.append(f"engine.num_scheduler_steps={int(steps.group(1))}")
+        if row["engine_version"].startswith("0.6.3"):
+            ov.append("engine.stream_each_step=true")  # multi_step_stream_outputs True from 0.6.3
+        notes.append(f"vLLM {row['engine_version']}: engine preset {preset} (conf/engine/{preset}.yaml)"
+                     + (f", num_scheduler_steps {steps.group(1)} from the flags" if steps else ""))
     else:
-        ov += [f"scenario.pools.main.model={model}", "batching=chunked_prefill", "batching.token_budget=8192",
-               "batching.max_num_seqs=2048", "++scenario.pools.main.gpu_memory_utilization=0.88"]
-        notes.append("assumed SGLang 0.3.0 limits: chunked prefill 8,192 tokens, 2,048 running, 0.88 of memory")
+        ov += [f"scenario.pools.main.model={model}", f"engine={preset}"]
+        notes.append(f"SGLang {row['engine_version']}: engine preset {preset} (conf/engine/{preset}.yaml)")
     n = int(float(row["num_prompts"]))
     if _is_sharegpt(row):
         prompt, output = sharegpt_standin(n, seed=0, prompt_mean=PROMPT_MEAN_TOKENS * prompt_scale)
@@ -175,6 +196,9 @@ def simulated_figures(setup: Setup) -> dict[str, float]:
     else:
         fig.update({"requests_per_s": done.sum() / span, "output_tokens_per_s": out_tok / span,
                     "total_tokens_per_s": (in_tok + out_tok) / span})
+    itl = res.summary["latency_s"]["itl"]
+    if itl["mean"] == itl["mean"]:
+        fig["itl_mean_s"], fig["itl_p50_s"] = itl["mean"], itl["p50"]
     for m in ("ttft", "tpot", "e2e"):
         v = c[f"{m}_s"][done]
         v = v[np.isfinite(v)]
@@ -209,15 +233,33 @@ def compare_row(row: dict, out_dir: Path) -> dict:
             "tp": int(row["tp"]), "dataset": "ShareGPT" if _is_sharegpt(row) else row["dataset"], "request_rate": row["request_rate"],
             "num_prompts": int(float(row["num_prompts"])), "basis": setup.basis, "figures": figures,
             "completed": f"{sim['completed']}/{sim['requests']}", "assumptions": setup.assumptions,
-            "not_compared": [k for k in ("itl_mean_ms", "itl_median_ms") if _num(row, k) is not None
-                             or k in _notes(row)]}
+            "not_compared": [k for k in METRICS if (_num(row, k) is not None or k in _notes(row))
+                             and k not in figures]}
+
+
+FAMILIES = {"throughput": ("req_per_s", "output_tok_per_s", "total_tok_per_s"),
+            "tpot": ("tpot_mean_ms", "tpot_median_ms", "tpot_p99_ms"),
+            "ttft": ("ttft_mean_ms", "ttft_median_ms", "ttft_p99_ms"),
+            "itl": ("itl_mean_ms", "itl_median_ms"), "e2e": ("e2e_mean_ms", "e2e_median_ms")}
+
+
+def median_abs_errors(results: list[dict]) -> dict[str, float]:
+    """Per metric family, the median over rows of each row's mean |error| over the family's published figures."""
+    out = {}
+    for fam, keys in FAMILIES.items():
+        per_row = [float(np.mean([abs(r["figures"][k]["error_pct"]) for k in keys if k in r["figures"]]))
+                   for r in results if any(k in r["figures"] for k in keys)]
+        if per_row:
+            out[fam] = float(np.median(per_row))
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     args = dict(a.split("=", 1) for a in argv if "=" in a)
     with exit_on_input_error():
-        rows = read_rows()
+        path = Path(args["csv"]) if "csv" in args else CSV_PATH
+        rows = read_rows(path)
         wanted = set(args["rows"].split(",")) if "rows" in args else None
         out = Path(args.get("out") or Path("runs") / "validate" / "published" / time.strftime("%Y-%m-%d_%H-%M-%S"))
         out.mkdir(parents=True, exist_ok=True)
@@ -232,7 +274,10 @@ def main(argv: list[str] | None = None) -> None:
                 extra = f"   [prompt mean x0.5: {lo:,.2f}, x2: {hi:,.2f}]"
             print(f"   {key:18s} published {f['published']:>10,.2f}  simulated {f['simulated']:>10,.2f}  "
                   f"error {f['error_pct']:+7.1f}%{extra}")
-    doc = {"source": str(CSV_PATH), "note": "simulated as documented with configured defaults; nothing fitted",
+    medians = median_abs_errors(results)
+    for fam, v in medians.items():
+        print(f"median |error| {fam}: {v:.1f}%")
+    doc = {"source": str(path), "median_abs_error_pct": medians, "note": "simulated as documented with configured defaults; nothing fitted",
            "rows": results}
     (out / "published.json").write_text(json.dumps(doc, indent=2) + "\n")
     print(f"results: {out / 'published.json'}")

@@ -124,3 +124,48 @@ def test_sharegpt_standin_hits_its_documented_means_and_filter():
     prompt, output = sharegpt_standin(5000, seed=0)
     assert prompt.mean() == pytest.approx(215.0, rel=0.05) and output.mean() == pytest.approx(194.3, rel=0.05)
     assert prompt.min() >= 4 and output.min() >= 4 and prompt.max() <= 1024 and (prompt + output).max() <= 2048
+
+
+def test_published_default_table_is_shipped_and_maps_engines():
+    from sim.validate.published import CSV_PATH, engine_preset, median_abs_errors
+    rows = {r["id"]: r for r in read_rows()}
+    assert CSV_PATH.is_file() and len(rows) == 10
+    assert engine_preset(rows["A01"]) == "sglang" and engine_preset(rows["A02"]) == "vllm_v0"
+    assert engine_preset({**rows["A02"], "engine_version": "0.8.5"}) == "vllm_v1"
+    assert engine_preset({**rows["A02"], "engine": "TensorRT-LLM"}) == "trtllm"
+    with pytest.raises(InputError, match="no engine preset"):
+        engine_preset({**rows["A02"], "engine": "llama.cpp"})
+    # median over rows of each row's mean |error| in the family
+    res = [{"figures": {"tpot_mean_ms": {"error_pct": -4.0}, "tpot_median_ms": {"error_pct": 8.0}}},
+           {"figures": {"tpot_p99_ms": {"error_pct": 10.0}}}, {"figures": {"tpot_mean_ms": {"error_pct": 1.0}}}]
+    assert median_abs_errors(res) == {"tpot": 6.0}
+
+
+def test_published_any_table_by_csv(tmp_path):
+    import csv
+    from sim.validate.published import CSV_PATH
+    with CSV_PATH.open(newline="") as fh:
+        reader = csv.DictReader(fh)
+        fields, rows = reader.fieldnames, [r for r in reader if r["id"] == "G01"]
+    table = tmp_path / "t.csv"
+    with table.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=fields)
+        w.writeheader()
+        w.writerow({**rows[0], "id": "X1"})
+    proc = run(f"csv={table}", f"out={tmp_path / 'o'}", cwd=tmp_path, module="sim.validate.published")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((tmp_path / "o" / "published.json").read_text())
+    assert [r["id"] for r in doc["rows"]] == ["X1"] and "throughput" in doc["median_abs_error_pct"]
+
+
+@pytest.mark.parametrize("hf_id,model", [("meta-llama/Llama-3.1-70B-Instruct", "llama3_1_70b"),
+                                         ("meta-llama/Llama-3.3-70B-Instruct", "llama3_3_70b"),
+                                         ("meta-llama/Llama-2-70b-chat-hf", "llama2_70b"),
+                                         ("meta-llama/Llama-2-70b-hf", "llama2_70b"),
+                                         ("deepseek-ai/DeepSeek-R1", "deepseek_r1"),
+                                         ("meta-llama/Llama-3.1-8B-Instruct", "llama3_1_8b")])
+def test_model_for_id_matches_the_published_rows_models(hf_id, model):
+    from inferplan.specs import load_model
+    from sim.validate.deployment import model_for_id
+    assert model_for_id(hf_id) == model
+    assert load_model(model).num_layers in (32, 61, 80)
