@@ -21,6 +21,7 @@ from sim.cost.factory import build_pool_pricing
 from sim.fleet.cold_start import ColdStart
 from sim.instance import engine as engine_presets
 from sim.instance.batching import make_policy
+from sim.instance.batching.base import BatchingPolicy
 from sim.instance.batching.engine import EngineBatching
 from sim.instance.instance import Instance
 from sim.instance.kv_cache import BlockManager
@@ -92,6 +93,7 @@ class Pool:
                           hash_block_tokens=self._hash_block_tokens, kv_bytes_per_token=mem.kv_bytes_per_token,
                           tier2_capacity_bytes=p.kv_tier2_bytes,
                           tier2_bandwidth_bytes_per_s=p.kv_tier2_bandwidth_bytes_per_s or hw.host_link_bandwidth_bytes_per_s)
+        policy: BatchingPolicy
         try:
             if self.engine["name"] != "generic":
                 params = engine_presets.policy_params(self.engine, self.model.max_context_tokens,
