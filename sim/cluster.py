@@ -222,7 +222,7 @@ class Cluster:
         self.workload.arrival_s[i] = at_s
         self._due_s[i] = at_s + self.run.scenario.frontend_overhead_s
         self._chunk_hi = 0  # (the cached chunk holds the old time)
-        ev = self.env.timeout(max(0.0, self._due_s[i] - self.env.now))
+        ev = self.env.timeout(max(0.0, float(self._due_s[i]) - self.env.now))  # (a Python float: the clock stays one)
         ev.callbacks.append(self._arrive)
 
     def _load_chunk(self, i: int) -> None:

@@ -37,6 +37,7 @@ KINDS = {
                  "tpot_estimate_s": 0.03},
     "servegen": {"kind": "servegen", "path": "scenarios/samples/servegen_deepseek_r1", "rate_scale": 5.0},
     "trace": {"kind": "trace", "format": "azure", "path": "scenarios/samples/azure_code_head200.csv"},
+    "closed_loop": {"kind": "closed_loop", "clients": 4, "requests": 50, "think_time_s": 1.0, "lengths": LOGNORMAL},
     "mix": {"kind": "mix", "parts": [
         {"kind": "poisson", "rate_per_s": 3.0, "duration_s": 600, "lengths": LOGNORMAL, "request_class": "qa",
          "priority": 2},
@@ -59,7 +60,9 @@ def test_kind_builds_and_is_deterministic(kind):
     assert (a.prefix_hashes is None) == (b.prefix_hashes is None)
     if a.prefix_hashes is not None:
         assert all(np.array_equal(x, y) for x, y in zip(a.prefix_hashes, b.prefix_hashes))
-    if kind != "trace":
+    if kind == "closed_loop":   # arrivals are made by the simulation; the seed draws the lengths
+        assert not np.array_equal(build_workload(KINDS[kind], seed=8).prompt_tokens, a.prompt_tokens)
+    elif kind != "trace":
         assert not np.array_equal(build_workload(KINDS[kind], seed=8).arrival_s[:5], a.arrival_s[:5])
 
 
@@ -171,7 +174,7 @@ def test_unknown_kind_lists_choices():
     with pytest.raises(InputError) as err:
         build_workload({"kind": "poison", "rate_per_s": 1}, 0)
     assert str(err.value) == ("traffic: traffic.kind: unknown kind 'poison' (fix: use one of: poisson, gamma, mmpp, "
-                              "daily, flash_sale, client_windows, sessions, servegen, trace, mix)")
+                              "daily, flash_sale, client_windows, sessions, servegen, trace, closed_loop, mix)")
 
 
 def test_unknown_key_lists_valid_keys():
