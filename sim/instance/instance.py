@@ -360,16 +360,26 @@ class Instance:
         (a policy that holds tokens back, multi-step groups, keeps them out of the count until it sends them)."""
         held = getattr(self.policy, "_undelivered", None)
         itl = self.itl
+        # Members that got their last tokens at the same time have the same gap: one weighted add per run of equal
+        # gaps (a sketch add is the costly part; most of a batch shares the previous iteration's end).
+        same_gap, same = -1.0, 0
         for req, _ in items:
             out = req.num_output_tokens
             if out <= req.delivered_tokens or (held and req.request_id in held):
                 continue
             if req.delivered_tokens:
                 gap = now - req.last_token_s
-                itl.add(gap)
+                if gap == same_gap:
+                    same += 1
+                else:
+                    if same:
+                        itl.add(same_gap, float(same))
+                    same_gap, same = gap, 1
                 if not gap <= req.itl_max_s:  # (NaN-safe: the first gap sets it)
                     req.itl_max_s = gap
             req.delivered_tokens, req.last_token_s = out, now
+        if same:
+            itl.add(same_gap, float(same))
 
     def _deliver_run(self, run: _Run, batch: ScheduledBatch, start_s: float, k: int) -> None:
         """The first k decode iterations of a run from start_s, applied in bulk: each member gets a token at every
