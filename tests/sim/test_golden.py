@@ -1,0 +1,25 @@
+"""Every scenario and every policy writes what it wrote when tests/golden/outputs.json was recorded (byte-identical
+Parquet, the same summary values): refactors and speed work may not change outputs unnoticed."""
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+_SPEC = importlib.util.spec_from_file_location("golden_cases", Path(__file__).parents[1] / "golden" / "cases.py")
+cases = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(cases)
+GOLDEN = json.loads(cases.GOLDEN.read_text())
+
+
+def test_golden_covers_every_case():
+    assert sorted(GOLDEN) == sorted(cases.CASES)
+
+
+@pytest.mark.parametrize("name", sorted(cases.CASES))
+def test_output_equals_golden(name, tmp_path):
+    out = cases.run_case(cases.CASES[name], tmp_path / "run")
+    assert cases.fingerprint(out, GOLDEN[name]["summary_keys"]) == GOLDEN[name], (
+        f"{name} changed its output; if intended, rerun `python tests/golden/cases.py --write` and say why")
