@@ -1,4 +1,4 @@
-"""Build: the simulator's hot modules compiled with mypyc, beside their sources (everything else is declared in
+"""Build: the simulator core (sim/core/) compiled with mypyc, beside their sources (everything else is declared in
 pyproject.toml). The same Python source runs about 2.5x faster compiled (bench/sim_speed.py); the source
 SHA-256s go to sim/_compiled.json so that `import sim` runs the sources instead when one was edited since
 (sim/compiled.py). INFERPLAN_PURE_PYTHON=1 at install builds nothing (and removes an earlier build's modules); so
@@ -13,32 +13,11 @@ from pathlib import Path
 from setuptools import setup
 
 ROOT = Path(__file__).resolve().parent
-# The per-request path of a simulation: arrivals and routing, the instance scheduler, KV cache, metrics, and the
-# kept step costs that price each iteration.
-COMPILED = [
-    "sim/cluster.py",
-    "sim/metrics.py",
-    "sim/fleet/monitor.py",
-    "sim/fleet/pool.py",
-    "sim/fleet/overload.py",
-    "sim/router/base.py",
-    "sim/router/least_outstanding.py",
-    "sim/router/round_robin.py",
-    "sim/router/least_kv.py",
-    "sim/router/length_aware.py",
-    "sim/router/prefix_affinity.py",
-    "sim/instance/instance.py",
-    "sim/instance/batch.py",
-    "sim/instance/kv_cache.py",
-    "sim/instance/request_state.py",
-    "sim/instance/batching/base.py",
-    "sim/instance/batching/continuous.py",
-    "sim/cost/tables.py",
-    "sim/cost/roofline.py",
-    "sim/cost/layers.py",
-    "sim/cost/pricer.py",
-    "sim/cost/host.py",
-]
+# The simulator core (sim/core/, docs/architecture.md) is what a run executes event by event: every module there
+# is compiled, so the list follows the tree (a new router, batching policy or autoscaler is compiled by living
+# there). Package __init__ files (registries) stay interpreted.
+COMPILED = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "sim" / "core").rglob("*.py")
+                  if p.name != "__init__.py")
 # sim/compiled.py (standard library only) owns the manifest; loaded as a file, since importing the package
 # would run its import-time guard.
 _spec = importlib.util.spec_from_file_location("_inferplan_compiled", ROOT / "sim" / "compiled.py")

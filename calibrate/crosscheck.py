@@ -5,7 +5,7 @@ takes our conf/hardware name or Vidur's, e.g. `h100` / `h100_dgx` -> h100_sxm) t
 the measured time:
   analytical  the simulator's fallback: datasheet roofline / default efficiency of the op + launch overhead
               (`conf/cost/roofline.yaml`), and for all-reduce the ring formula over the datasheet link bandwidth x
-              `link_efficiency` (as `sim.cost` prices them);
+              `link_efficiency` (as `sim.core.cost` prices them);
   profile     a measured profile of that hardware (`calibrate/profiles/<hardware>.parquet`, or --profile), where
               one exists and covers the op;
   refit       our cost-model *form* fitted to the reference data itself (`calibrate.fit`, every 4th shape by size
@@ -43,7 +43,7 @@ def _shape(p: ReferencePoint) -> dict[str, float]:
 
 
 class AnalyticalModel:
-    """The simulator's analytical pricing of one op (mirrors `sim.cost.pricer.OpPricer` without a profile): the
+    """The simulator's analytical pricing of one op (mirrors `sim.core.cost.pricer.OpPricer` without a profile): the
     scalar defaults, or the hardware generation's fitted shape forms (`calibrate.efficiency`, read from the same
     conf files) where it has them."""
 

@@ -1,6 +1,6 @@
 """The ops a model needs and the shapes to time them at, mirroring how the simulator prices an iteration.
 
-`model_shapes(model, grid, ...)` walks one decoder layer the way `sim.cost.roofline.LayeredCostModel` does (QKV/O
+`model_shapes(model, grid, ...)` walks one decoder layer the way `sim.core.cost.roofline.LayeredCostModel` does (QKV/O
 or MLA projections, gated MLP or MoE experts, prefill and decode attention, the layer's elementwise passes, the LM
 head, tensor-parallel collectives) and returns one `OpShape` per distinct (op, dtype, shape) at every point of a
 `Grid`. FLOPs and bytes come from `calibrate.ops`, the formulas the simulator prices with, so a curve fitted on

@@ -17,7 +17,7 @@ Mapping (one decoder layer, per GPU, T tokens, h = n_head/tp, kv = max(1, n_kv_h
     attn_rope       elementwise: T (h + kv) d, 1 read + 1 write
     layer_elementwise  the sum of the five above with `add` counted twice (a layer has two residual adds; Vidur
                     times one), against the simulator's bundle: T (4 n_embd + 2 I/tp + h d) elements, 2 reads + 1
-                    write, one launch (`sim.cost.roofline`)
+                    write, one launch (`sim.core.cost.roofline`)
     attn_prefill    attn_prefill bf16, one sequence of q new tokens after c cached (attention_tp2 table)
     attn_decode     attn_decode bf16, b sequences of c cached tokens each
     all_reduce      allreduce: `size` bytes over `num_workers` GPUs, intra-node when they fit one node

@@ -14,7 +14,7 @@ from scenarios.transforms import scale_rate
 from sim.compose import compose_config
 from sim.config import load_run_config
 from sim.results import write_run
-from sim.run import simulate
+from sim.core.run import simulate
 
 
 class RunInterrupted(Interrupted):

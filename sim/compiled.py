@@ -39,7 +39,7 @@ def pure_requested() -> bool:
 
 def write_manifest(paths: list[str], root: Path, path: Path = MANIFEST) -> None:
     """Record the SHA-256 of each source about to be compiled (`paths` relative to `root`, e.g.
-    sim/instance/kv_cache.py), under its module name. Called by setup.py."""
+    sim/core/instance/kv_cache.py), under its module name. Called by setup.py."""
     sources = {p[:-3].replace("/", "."): source_sha256(root / p) for p in paths}
     path.write_text(json.dumps({"compiler": "mypyc", "sources": sources}, indent=1) + "\n")
 
@@ -53,7 +53,7 @@ def read_manifest(path: Path = MANIFEST) -> dict[str, str]:
 
 
 def module_source(name: str, root: Path) -> Path:
-    """The source file of module `name` (e.g. sim.instance.kv_cache) under the directory holding `sim`."""
+    """The source file of module `name` (e.g. sim.core.instance.kv_cache) under the directory holding `sim`."""
     return root.joinpath(*name.split(".")).with_suffix(".py")
 
 

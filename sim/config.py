@@ -11,8 +11,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from inferplan.errors import InputError
-from sim.instance.batching import POLICIES
-from sim.router import ROUTERS
+from sim.core.instance.batching import POLICIES
+from sim.core.router import ROUTERS
 
 
 def _plain(cfg) -> Any:
@@ -104,8 +104,8 @@ class ScenarioConfig:
     frontend_overhead_s: float = 0.0
     drain_timeout_s: float = 600.0
     load_multiplier: float = 1.0            # scales the arrival rate (thinning below 1, superposition above)
-    placement: dict = field(default_factory=dict)      # which pool serves each request class (sim/fleet/placement.py)
-    overload: dict = field(default_factory=dict)       # the overload ladder (sim/fleet/overload.py)
+    placement: dict = field(default_factory=dict)      # which pool serves each request class (sim/core/fleet/placement.py)
+    overload: dict = field(default_factory=dict)       # the overload ladder (sim/core/fleet/overload.py)
     price_sheet: dict = field(default_factory=dict)    # optional revenue: USD per million tokens
     rolling_update: dict = field(default_factory=dict) # {at_s, wave_size, pools}: replace instances in waves
     billing_granularity_s: float = 1.0
@@ -149,7 +149,7 @@ class RunConfig:
     metrics: MetricsConfig
     fast_forward: bool = True
     calibration: dict | None = None  # a fitted overlay in effect (written by `sim.validate fit=true`), recorded
-    engine: dict = field(default_factory=lambda: {"name": "generic"})  # the engine group (sim/instance/engine.py)
+    engine: dict = field(default_factory=lambda: {"name": "generic"})  # the engine group (sim/core/instance/engine.py)
 
 
 def instance_bounds(p: PoolConfig) -> tuple[int, int]:
@@ -201,7 +201,7 @@ def load_run_config(cfg) -> RunConfig:
         raise InputError("conf/router", "name", f"unknown router {rname!r}", f"use one of: {', '.join(ROUTERS)}")
     autoscaler = dict(d.get("autoscaler") or {"name": "fixed"})
     aname = str(autoscaler.pop("name", ""))
-    from sim.fleet.autoscaler import AUTOSCALERS
+    from sim.core.fleet.autoscaler import AUTOSCALERS
     if aname not in AUTOSCALERS:
         raise InputError("conf/autoscaler", "name", f"unknown autoscaler {aname!r}", f"use one of: {', '.join(AUTOSCALERS)}")
     for name, p in pools.items():

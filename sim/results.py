@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sim.run import SimResult, nan_to_none
+from sim.core.run import SimResult, nan_to_none
 
 REQUEST_TYPES = {
     "request_id": pa.int64(), "arrival_s": pa.float64(), "prompt_tokens": pa.int64(), "output_tokens": pa.int64(),

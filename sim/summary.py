@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 
 from sim.config import RunConfig
-from sim.instance.itl import ItlSketch
-from sim.fleet.billing import pool_bill, revenue_usd
-from sim.metrics import percentiles
+from sim.core.instance.itl import ItlSketch
+from sim.core.fleet.billing import pool_bill, revenue_usd
+from sim.core.metrics import percentiles
 
 
 def _verdict(achieved: float, target: float) -> bool | None:

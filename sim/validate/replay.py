@@ -14,7 +14,7 @@ import numpy as np
 
 from scenarios.workload import Workload
 from sim.config import RunConfig
-from sim.run import SimResult, simulate
+from sim.core.run import SimResult, simulate
 from sim.validate.arrivals import client_send_times
 from sim.validate.measured import MeasuredRun
 

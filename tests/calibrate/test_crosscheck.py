@@ -93,7 +93,7 @@ def test_converter_writes_a_profile_the_simulator_loads(tmp_path, capsys):
     assert convert_main([str(folder), "--hardware", "h100", "--out", str(out)]) == 0
     prof = load_profile(out, expected_hardware="h100_sxm")
     assert {("gemm", "bf16"), ("elementwise", "bf16")} <= set(prof.curves)
-    pricer = pytest.importorskip("sim.cost.pricer")
+    pricer = pytest.importorskip("sim.core.cost.pricer")
     p = pricer.OpPricer(load_hardware("h100_sxm"), {}, 4e-6, prof)
     flops, bytes_ = ops.gemm_work(4096, 6144, 4096, "bf16")
     assert p.time_s("gemm", "bf16", flops, bytes_) > 0 and ("gemm", "bf16") in p.measured
@@ -125,7 +125,7 @@ def test_maps_vidur_ops_onto_our_vocabulary(slice_points):
 
 
 def test_analytical_model_is_the_simulators(slice_points):
-    pricer = pytest.importorskip("sim.cost.pricer")
+    pricer = pytest.importorskip("sim.core.cost.pricer")
     hw = load_hardware("a100_80gb")
     mine = AnalyticalModel(hw, COST, generation=False)
     theirs = pricer.OpPricer(hw, COST["efficiency"], COST["launch_s"])

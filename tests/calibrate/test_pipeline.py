@@ -44,7 +44,7 @@ def test_profile_loads_and_prices_ops_in_the_simulator(calibrated):
     assert set(profile.curves) == {("gemm", "bf16"), ("attn_decode", "bf16"), ("elementwise", "bf16")}
     assert profile.provenance["models"] == ["tiny_gqa"]
     assert profile.mem_bytes_per_s == pytest.approx(32e9)  # peaks=datasheet: cpu_local.yaml's figure
-    pricer_mod = pytest.importorskip("sim.cost.pricer")
+    pricer_mod = pytest.importorskip("sim.core.cost.pricer")
     from inferplan.specs import load_hardware
     pricer = pricer_mod.OpPricer(load_hardware("cpu_local"), {"gemm": 0.5}, 1e-6, profile)
     t = pricer.time_s("gemm", "bf16", 2 * 16 * 256 * 256, 2 * (16 * 256 + 256 * 256 + 16 * 256))

@@ -9,7 +9,7 @@ import pytest
 
 from calibrate.profile import EfficiencyCurve, Profile
 from inferplan.specs import MoESpec
-from sim.cost.base import PARTS
+from sim.core.cost.base import PARTS
 from tests.cost.toys import GQA, MLA, MOE, decode, model, prefill
 
 EP_MOE = dataclasses.replace(MOE, moe=MoESpec(num_experts=16, top_k=4, expert_intermediate_size=512,

@@ -5,8 +5,8 @@ import pytest
 
 from inferplan.errors import InputError
 from inferplan.specs import load_model
-from sim.cost.deployment import parse_deployment
-from sim.cost.layout import build_layout
+from sim.core.cost.deployment import parse_deployment
+from sim.core.cost.layout import build_layout
 
 
 def parse(raw, tp=1, weights="bf16"):

@@ -10,9 +10,9 @@ import yaml
 from calibrate import ops
 from calibrate.hopper_report import OUT_YAML, evaluate, report_md
 from inferplan.specs import load_hardware
-from sim.cost.comm import Links
+from sim.core.cost.comm import Links
 from calibrate.efficiency import GemmForm, hardware_generation, load_generation
-from sim.cost.pricer import OpPricer
+from sim.core.cost.pricer import OpPricer
 
 TARGETS = {"gemm": 8.0, "moe_gemm": 12.0, "attn": 12.0, "all-reduce": 15.0, "EP": 15.0}
 
@@ -131,8 +131,8 @@ def test_deepep_kernels_price_dispatch_by_their_own_figures():
 
 def _deepseek_prefill(comm_sms: int):
     from sim.config import CostConfig, PoolConfig
-    from sim.cost.base import BatchShape
-    from sim.cost.factory import build_pool_pricing
+    from sim.core.cost.base import BatchShape
+    from sim.core.cost.factory import build_pool_pricing
     from inferplan.specs import load_model
 
     dep = {"preset": "deepseek_v3_prefill", "communication": {"comm_sms": comm_sms}}

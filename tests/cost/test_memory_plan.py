@@ -8,10 +8,10 @@ import pytest
 from inferplan.errors import InputError
 from inferplan.specs import load_hardware, load_model
 from sim.config import CostConfig, PoolConfig
-from sim.cost.deployment import parse_deployment
-from sim.cost.factory import build_pool_pricing
-from sim.cost.layout import build_layout
-from sim.cost.memory import plan_memory
+from sim.core.cost.deployment import parse_deployment
+from sim.core.cost.factory import build_pool_pricing
+from sim.core.cost.layout import build_layout
+from sim.core.cost.memory import plan_memory
 
 FP8_W = 1 + 4 / 16384          # fp8_block weight bytes (one fp32 scale per 128 x 128 block)
 H100 = 85520809984             # conf/hardware/h100_sxm.yaml memory_bytes

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from inferplan.specs import available, load_model
-from sim.cost.weights import attention_params, ffn_params
+from sim.core.cost.weights import attention_params, ffn_params
 
 
 def params(name_or_path: str) -> float:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from inferplan.specs import MoESpec
-from sim.cost.experts import placement_imbalance
+from sim.core.cost.experts import placement_imbalance
 from tests.cost.toys import EFF, GQA, INTER_BW, INTRA_BW, MOE, TOY_HW, decode, gemm, model, prefill, roof
 
 OVERHEAD = 1e-3
@@ -132,9 +132,9 @@ def test_pipeline_stages_micro_batches_and_bubble():
 
 
 def test_pipeline_memory_per_stage():
-    from sim.cost.deployment import parse_deployment
-    from sim.cost.layout import build_layout
-    from sim.cost.memory import plan_memory
+    from sim.core.cost.deployment import parse_deployment
+    from sim.core.cost.layout import build_layout
+    from sim.core.cost.memory import plan_memory
     m = dataclasses.replace(GQA, num_layers=4)
     dep = parse_deployment({"pp": 2}, tp=1, weights_dtype="bf16", where="t")
     plan = plan_memory(m, TOY_HW, dep, build_layout(m, dep, "t"), kv_dtype="bf16", block_size_tokens=16,

@@ -9,9 +9,9 @@ from calibrate.profile import Profile
 from inferplan.errors import InputError
 from inferplan.specs import load_hardware, load_model
 from sim.config import CostConfig, PoolConfig
-from sim.cost.deployment import HostOptions
-from sim.cost.factory import build_pool_pricing, kv_handoff_s
-from sim.cost.host import resolve_host
+from sim.core.cost.deployment import HostOptions
+from sim.core.cost.factory import build_pool_pricing, kv_handoff_s
+from sim.core.cost.host import resolve_host
 from tests.cost.toys import EFF, GQA, HOST_BW, MOE, PEAK_FP8, decode, gemm, model, prefill, roof
 
 H, h, kv, d = 1024, 8, 2, 128

@@ -1,4 +1,4 @@
-"""The kept step costs the simulator reads (sim/cost/tables.py): a run read from a table's strided slice, summed
+"""The kept step costs the simulator reads (sim/core/cost/tables.py): a run read from a table's strided slice, summed
 and split into parts, equals stepping through step_cost; context values equal their pricing wherever the window
 moves, and stay bounded."""
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sim.cost.base import PARTS
-from sim.cost.constant import SyntheticCostModel
-from sim.cost.tables import ContextValues
+from sim.core.cost.base import PARTS
+from sim.core.cost.constant import SyntheticCostModel
+from sim.core.cost.tables import ContextValues
 from tests.cost.test_decode_run import CASES
 from tests.cost.toys import decode, model
 

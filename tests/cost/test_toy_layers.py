@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 
 from inferplan.specs import MoESpec
-from sim.cost.base import PARTS
+from sim.core.cost.base import PARTS
 from tests.cost.toys import BW, EFF, GQA, MLA, MOE, decode, gemm, model, prefill, roof
 
 OVERHEAD = 1e-3

@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 from inferplan.specs import HardwareSpec, ModelSpec, MoESpec
-from sim.cost.base import BatchShape
-from sim.cost.deployment import parse_deployment
-from sim.cost.pricer import OpPricer
-from sim.cost.roofline import LayeredCostModel
+from sim.core.cost.base import BatchShape
+from sim.core.cost.deployment import parse_deployment
+from sim.core.cost.pricer import OpPricer
+from sim.core.cost.roofline import LayeredCostModel
 
 PEAK_BF16, PEAK_FP8, BW = 1e12, 2e12, 1e11  # FLOP/s, FLOP/s, bytes/s
 INTRA_BW, INTER_BW, HOST_BW = 1e10, 1e9, 5e8

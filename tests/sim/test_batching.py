@@ -6,7 +6,7 @@ from __future__ import annotations
 
 
 from scenarios.workload import Workload
-from sim.run import simulate
+from sim.core.run import simulate
 
 from tests.sim.helpers import run_config
 
@@ -57,8 +57,8 @@ def test_dynamic_batching_by_hand():
 
 def test_dynamic_batching_buckets_by_length():
     # max_batch_tokens 20 with min_batch_size 1: prompts 10, 10 fit one bucket, a 30-token prompt is alone.
-    from sim.instance.batching.dynamic import length_buckets
-    from sim.instance.request_state import SimRequest
+    from sim.core.instance.batching.dynamic import length_buckets
+    from sim.core.instance.request_state import SimRequest
     reqs = [SimRequest(i, 0.0, p, 1) for i, p in enumerate([30, 10, 12, 8])]
     buckets = length_buckets(reqs, max_batch_size=32, max_batch_tokens=20, min_batch_size=1)
     assert [[r.prompt_tokens for r in b] for b in buckets] == [[8, 10], [12], [30]]

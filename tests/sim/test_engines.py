@@ -9,12 +9,12 @@ import pytest
 
 from inferplan.errors import InputError
 from scenarios.workload import Workload
-from sim.instance.batching.engine import EngineBatching
-from sim.instance.engine import graph_sizes
-from sim.instance.kv_cache import BlockManager
-from sim.instance.request_state import SimRequest
-from sim.instance.batch import ScheduledBatch
-from sim.run import simulate
+from sim.core.instance.batching.engine import EngineBatching
+from sim.core.instance.engine import graph_sizes
+from sim.core.instance.kv_cache import BlockManager
+from sim.core.instance.request_state import SimRequest
+from sim.core.instance.batch import ScheduledBatch
+from sim.core.run import simulate
 
 from tests.sim.helpers import run_config
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from scenarios.workload import Workload
-from sim.fleet.cold_start import CHUNKED_LOAD_BYTES_PER_S
-from sim.fleet.overload import BREAKER, FALLBACK, NORMAL, SCALE_UP, OverloadConfig, OverloadLadder
-from sim.run import simulate
+from sim.core.fleet.cold_start import CHUNKED_LOAD_BYTES_PER_S
+from sim.core.fleet.overload import BREAKER, FALLBACK, NORMAL, SCALE_UP, OverloadConfig, OverloadLadder
+from sim.core.run import simulate
 
 from tests.sim.helpers import run_config
 
@@ -166,7 +166,7 @@ def test_active_list_follows_every_lifecycle_change():
     a cold start, draining and stopping must each show in it at once."""
     import simpy
 
-    from sim.fleet.pool import Pool
+    from sim.core.fleet.pool import Pool
 
     run = run_config("scenario.pools.main.instances=2")
     env = simpy.Environment()

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from scenarios.workload import Workload
-from sim.cost.base import BatchShape
+from sim.core.cost.base import BatchShape
 from sim.results import write_run
-from sim.run import simulate
+from sim.core.run import simulate
 
 from tests.sim.helpers import poisson_workload, run_config
 
@@ -57,7 +57,7 @@ def test_one_request_latency_equals_hand_summed_step_times():
     wl = Workload.from_columns([1.0], [P], [O])
     res = simulate(run, wl)
     import simpy
-    from sim.fleet.pool import Pool
+    from sim.core.fleet.pool import Pool
     cost = Pool(simpy.Environment(), "main", run.pools["main"], run, on_finish=None, on_first_token=None).cost
     prefill = cost.step_cost(BatchShape(prefill_seqs=1, prefill_tokens=P, prefill_q_ctx_sum=0,
                                         prefill_q_sq_sum=P * (P + 1) // 2, prefill_kv_tokens=P, sampled_seqs=1)).total_s

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from scenarios.workload import Workload
-from sim.instance.kv_cache import BlockManager
-from sim.run import simulate
+from sim.core.instance.kv_cache import BlockManager
+from sim.core.run import simulate
 
 from tests.sim.helpers import run_config
 

@@ -6,9 +6,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scenarios.workload import Workload
-from sim.instance.batching import POLICIES
-from sim.router import ROUTERS
-from sim.run import simulate
+from sim.core.instance.batching import POLICIES
+from sim.core.router import ROUTERS
+from sim.core.run import simulate
 
 from tests.sim.helpers import run_config
 

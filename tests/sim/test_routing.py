@@ -7,14 +7,14 @@ import pytest
 import simpy
 
 from scenarios.workload import Workload
-from sim.cluster import ARRIVAL_CHUNK
-from sim.cost.constant import SyntheticCostModel
-from sim.instance.batching.continuous import ContinuousBatching
-from sim.instance.instance import Instance
-from sim.instance.kv_cache import BlockManager
-from sim.router import make_router
-from sim.router.base import least_loaded
-from sim.run import simulate
+from sim.core.cluster import ARRIVAL_CHUNK
+from sim.core.cost.constant import SyntheticCostModel
+from sim.core.instance.batching.continuous import ContinuousBatching
+from sim.core.instance.instance import Instance
+from sim.core.instance.kv_cache import BlockManager
+from sim.core.router import make_router
+from sim.core.router.base import least_loaded
+from sim.core.run import simulate
 from tests.sim.helpers import run_config
 
 

@@ -1,11 +1,11 @@
-"""The windows autoscalers, placement and the overload ladder read (sim/fleet/monitor.py)."""
+"""The windows autoscalers, placement and the overload ladder read (sim/core/fleet/monitor.py)."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
-from sim.fleet.monitor import Window
+from sim.core.fleet.monitor import Window
 
 
 def test_window_keeps_the_last_window_s_seconds():

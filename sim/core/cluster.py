@@ -1,0 +1,284 @@
+"""The whole cluster of one run: pools, per-pool routers and autoscalers, placement, the overload ladder,
+prefill/decode hand-offs, and the arrival process that feeds it all.
+
+Per request: arrival (+ front-end overhead) -> overload ladder (reject / fallback) -> placement (which pool) ->
+admission checks (length, queue cap) -> the pool's router -> an instance. A prefill pool's request returns here
+after its first token and moves, after its KV transfer, to the paired decode pool.
+"""
+from __future__ import annotations
+
+import simpy
+
+from inferplan.errors import InputError
+from scenarios.workload import Workload
+from sim.config import RunConfig
+from sim.core.cost.factory import kv_handoff_s
+from sim.core.fleet.autoscaler import FixedScaler, make_autoscaler, run_autoscaler
+from sim.core.fleet.monitor import PoolMonitor
+from sim.core.fleet.overload import BREAKER, FALLBACK, SCALE_UP, OverloadConfig, OverloadLadder
+from sim.core.fleet.placement import PLACEMENTS
+from sim.core.fleet.pool import Pool
+from sim.core.fleet.rolling_update import RollingUpdate
+from sim.core.instance.request_state import SimRequest
+from sim.core.metrics import RequestRecorder
+from sim.core.router import make_router
+
+ARRIVAL_CHUNK = 4096  # workload rows converted to Python lists at a time (see Cluster._load_chunk)
+
+
+class Cluster:
+    """Everything that happens between a request's arrival and its instance."""
+
+    def __init__(self, env: simpy.Environment, run: RunConfig, workload: Workload, recorder: RequestRecorder) -> None:
+        self.env, self.run, self.workload, self.recorder = env, run, workload, recorder
+        scen = run.scenario
+        where = f"scenario/{scen.name}"
+        self.pools: dict[str, Pool] = {
+            name: Pool(env, name, p, run, on_finish=self._on_leave, on_first_token=self._on_first_token,
+                       hash_block_tokens=workload.hash_block_tokens)
+            for name, p in run.pools.items()}
+        for pool in self.pools.values():
+            pool.on_capacity = self._capacity_changed
+        self.monitors = {name: PoolMonitor(scen.monitor_window_s) for name in self.pools}
+        params = dict(run.router)
+        cap = params.pop("max_outstanding_per_instance", None)
+        self.max_outstanding = None if cap is None else int(cap)
+        try:
+            self.routers = {name: make_router(run.router_name, params) for name in self.pools}
+        except (TypeError, ValueError) as err:
+            raise InputError(f"conf/router/{run.router_name}.yaml", "parameters", str(err), "remove or rename the key") from None
+        self.placement = self._build_placement(where)
+        try:
+            self.overload = OverloadLadder(OverloadConfig(**scen.overload))
+        except TypeError as err:
+            raise InputError(where, "overload", str(err), f"valid keys: {', '.join(OverloadConfig.__dataclass_fields__)}") from None
+        oc = self.overload.cfg
+        if oc.fallback_pool is not None and oc.fallback_pool not in self.pools:
+            raise InputError(where, "overload.fallback_pool", f"unknown pool {oc.fallback_pool!r}",
+                             f"use one of: {', '.join(self.pools)}")
+        self.watched = oc.watch_pools or [n for n in self.pools if n != oc.fallback_pool]
+        self.scalers = {}
+        for name, pool in self.pools.items():
+            spec = dict(run.pools[name].autoscaler or {"name": run.autoscaler_name, **run.autoscaler})
+            sname = str(spec.pop("name", run.autoscaler_name))
+            try:
+                self.scalers[name] = make_autoscaler(sname, spec, arrival_times_s=workload.arrival_s)
+            except (KeyError, TypeError, ValueError) as err:
+                raise InputError(f"{where}: pools.{name}", "autoscaler", str(err).strip("'\""),
+                                 "see conf/autoscaler/ for each policy's keys") from None
+        self.scale_log: list = []
+        for name, scaler in self.scalers.items():
+            if not isinstance(scaler, FixedScaler):
+                env.process(run_autoscaler(env, self.pools[name], self.monitors[name], scaler, self.scale_log))
+        if oc.enabled:
+            env.process(self._overload_loop())
+        if scen.rolling_update:
+            RollingUpdate(env, self.pools, scen.rolling_update, where).start()
+        self.in_transit: dict[int, SimRequest] = {}  # prefill -> decode KV transfers under way
+        self.arrived = 0
+        self.finished = 0  # completed or rejected
+        self.all_done = env.event()
+        self._due_s = workload.arrival_s + scen.frontend_overhead_s
+        self._next_arrival = 0
+        self._n_requests = len(workload)
+        # The workload's columns for requests [_chunk_lo, _chunk_hi) as Python lists (read per request: list items
+        # are cheap to read in compiled code, numpy elements are not; a chunk at a time keeps memory bounded).
+        self._chunk_lo = self._chunk_hi = 0
+        self._c_due: list[float] = []
+        self._c_arrival: list[float] = []
+        self._c_prompt: list[int] = []
+        self._c_output: list[int] = []
+        self._c_class: list[int] = []
+        self._c_priority: list[int] = []
+        self._wakes: list | None = None  # see _arrive
+        # Closed-loop clients (`traffic.kind: closed_loop`): request i is released when a client frees (a request
+        # ends), `think_time_s` later; its arrival time is written into the workload then.
+        closed = workload.metadata.get("closed_loop")
+        self._think_s = float(closed["think_time_s"]) if closed else -1.0
+        self._released = min(int(closed["clients"]), self._n_requests) if closed else self._n_requests
+        if closed:
+            self.workload.arrival_s.setflags(write=True)
+            self._due_s[self._released:] = float("inf")  # (not sent until a client frees)
+        self._schedule_arrival(env.now)
+
+    # -- wiring -----------------------------------------------------------------------------------------------
+    def _build_placement(self, where: str):
+        cfg = dict(self.run.scenario.placement or {})
+        name = cfg.pop("name", "static")
+        entry = [n for n, p in self.pools.items() if p.cfg.role != "decode"]
+        cfg.setdefault("default", entry[:1])
+        cfg.setdefault("routes", {})
+        for cls, cands in [("default", cfg["default"]), *cfg["routes"].items()]:
+            if not cands or any(c not in self.pools or self.pools[c].cfg.role == "decode" for c in cands):
+                raise InputError(where, f"placement.routes.{cls}", f"{cands!r} must list serving pools",
+                                 f"use pools among: {', '.join(entry)}")
+        if name not in PLACEMENTS:
+            raise InputError(where, "placement.name", f"unknown placement {name!r}",
+                             f"use one of: {', '.join(PLACEMENTS)}")
+        try:
+            return PLACEMENTS[name](**cfg)
+        except TypeError as err:
+            raise InputError(where, "placement", f"{name}: {err}", "see sim/core/fleet/placement.py") from None
+
+    def _overload_loop(self):
+        oc = self.overload.cfg
+        while True:
+            yield self.env.timeout(oc.check_interval_s)
+            level = self.overload.update(self.env.now)
+            for name in self.watched:
+                scaler = self.scalers[name]
+                if hasattr(scaler, "boost"):
+                    scaler.boost = level >= SCALE_UP
+
+    # -- request flow -----------------------------------------------------------------------------------------
+    def _count_done(self) -> None:
+        self.finished += 1
+        if self._think_s >= 0.0 and self._released < self._n_requests:
+            self._release(self._released, self.env.now + self._think_s)
+        if self.finished == self._n_requests and not self.all_done.triggered:
+            self.all_done.succeed()
+
+    def _reject(self, req: SimRequest, reason: str) -> None:
+        req.status, req.reject_reason = "rejected", reason
+        self.recorder.record(req)
+        self._count_done()
+
+    def _on_first_token(self, req: SimRequest, t_s: float, now: float) -> None:
+        """A first token at t_s (now, or the end of the first iteration of a run an instance just planned: the
+        window shows it from t_s on)."""
+        self.monitors[req.pool].ttft.add(t_s, t_s - req.arrival_s, now)
+
+    def _on_leave(self, req: SimRequest) -> None:
+        pool, now = self.pools[req.pool], self.env.now
+        if req.status != "completed":  # a prefill pool hands the request to its decode pool
+            self.env.process(self._handoff(req, pool))
+        else:
+            pool.completed += 1
+            if req.output_tokens > 1:
+                tpot = (req.finish_s - req.first_token_s) / (req.output_tokens - 1)
+                self.monitors[req.pool].tpot.add(now, tpot)
+                if req.pool in self.watched:
+                    self.overload.observe_tpot(now, tpot)
+            self.recorder.record(req)
+            self._count_done()
+        self._dispatch_held(pool, now)
+
+    def _handoff(self, req: SimRequest, prefill: Pool):
+        assert prefill.cfg.decode_pool is not None
+        decode = self.pools[prefill.cfg.decode_pool]
+        self.in_transit[req.request_id] = req
+        yield self.env.timeout(kv_handoff_s(prefill.pricing, decode.pricing, req.num_computed_tokens))
+        del self.in_transit[req.request_id]
+        req.prefill_pool, req.handoff = prefill.name, False
+        self._dispatch(req, decode, self.env.now)
+
+    def _dispatch(self, req: SimRequest, pool: Pool, now: float, from_queue: bool = False) -> bool:
+        """Route `req` to an active instance below the outstanding cap; hold it at the router in FIFO order when
+        there is none (a central queue: with a cap of 1 and batch size 1 this is M/M/c)."""
+        eligible = pool.active
+        if self.max_outstanding is not None:
+            eligible = [i for i in eligible if i.outstanding < self.max_outstanding]
+        if not eligible or (pool.held and not from_queue):
+            if not from_queue:
+                pool.held.append(req)
+            return False
+        self.routers[pool.name].route(req, eligible).submit(req, now, self._wakes)
+        return True
+
+    def _dispatch_held(self, pool: Pool, now: float) -> None:
+        while pool.held and self._dispatch(pool.held[0], pool, now, from_queue=True):
+            pool.held.popleft()
+
+    def _capacity_changed(self, pool: Pool) -> None:
+        """An instance of `pool` became active: requests held at its router may go now."""
+        self._dispatch_held(pool, self.env.now)
+
+    def _admit(self, req: SimRequest, class_name: str, now: float) -> None:
+        oc = self.overload.cfg
+        level = self.overload.level
+        if level >= BREAKER:
+            return self._reject(req, "circuit_breaker")
+        if level >= FALLBACK and oc.fallback_pool is not None:
+            name = oc.fallback_pool
+            req.fallback = True
+        else:
+            name = self.placement.choose(class_name, self.pools, self.monitors, now)
+        pool = self.pools[name]
+        self.monitors[name].arrivals.add(now, 1.0)
+        limit = pool.max_request_tokens
+        if pool.cfg.role == "prefill":
+            assert pool.cfg.decode_pool is not None  # (config validation: a prefill pool names its decode pool)
+            limit = min(limit, self.pools[pool.cfg.decode_pool].max_request_tokens)
+        if req.total_tokens > limit:
+            return self._reject(req, "too_long")
+        if oc.max_queue_per_instance is not None:
+            queued = len(pool.held) + sum(len(i.policy.waiting) for i in pool.active)
+            if queued >= oc.max_queue_per_instance * max(1, len(pool.active)):
+                return self._reject(req, "queue_full")
+        req.handoff = pool.cfg.role == "prefill" and req.output_tokens > 1
+        self._dispatch(req, pool, now)
+
+    def _release(self, i: int, at_s: float) -> None:
+        """A closed-loop client sends request i at `at_s` (its arrival time is set now)."""
+        self._released = i + 1
+        self.workload.arrival_s[i] = at_s
+        self._due_s[i] = at_s + self.run.scenario.frontend_overhead_s
+        self._chunk_hi = 0  # (the cached chunk holds the old time)
+        ev = self.env.timeout(max(0.0, float(self._due_s[i]) - self.env.now))  # (a Python float: the clock stays one)
+        ev.callbacks.append(self._arrive)
+
+    def _load_chunk(self, i: int) -> None:
+        """Make requests i .. i + ARRIVAL_CHUNK - 1 readable from the `_c_*` lists."""
+        wl, hi = self.workload, min(i + ARRIVAL_CHUNK, self._n_requests)
+        self._chunk_lo, self._chunk_hi = i, hi
+        self._c_due = self._due_s[i:hi].tolist()
+        self._c_arrival = wl.arrival_s[i:hi].tolist()
+        self._c_prompt = wl.prompt_tokens[i:hi].tolist()
+        self._c_output = wl.output_tokens[i:hi].tolist()
+        self._c_class = wl.request_class[i:hi].tolist()
+        self._c_priority = wl.priority[i:hi].tolist()
+
+    def _due(self, i: int) -> float:
+        """When request i enters (arrival + front-end overhead)."""
+        if not self._chunk_lo <= i < self._chunk_hi:
+            self._load_chunk(i)
+        return self._c_due[i - self._chunk_lo]
+
+    def _schedule_arrival(self, now: float) -> None:
+        """Requests enter at their arrival times (+ the front-end overhead): one timeout per distinct time, whose
+        callback admits every request due then and schedules the next (a callback chain, not a process: this
+        runs once per request)."""
+        i = self._next_arrival
+        if i < self._released:
+            ev = self.env.timeout(max(0.0, self._due(i) - now))
+            ev.callbacks.append(self._arrive)
+
+    def _arrive(self, _event) -> None:
+        now = self.env.now
+        hashes, names = self.workload.prefix_hashes, self.workload.class_names
+        n = self._n_requests
+        i = self._next_arrival
+        self._wakes = []  # idle instances given a request now: they plan once everything due now is in
+        while i < n and self._due(i) <= now:
+            j = i - self._chunk_lo
+            cls = self._c_class[j]
+            req = SimRequest(i, self._c_arrival[j], self._c_prompt[j], self._c_output[j], cls, self._c_priority[j],
+                             None if hashes is None else hashes[i])
+            self.arrived += 1
+            self.recorder.on_arrival(req)
+            self._admit(req, names[cls], now)
+            i += 1
+        self._next_arrival = i
+        wakes, self._wakes = self._wakes, None
+        for inst in wakes:
+            inst.wake(now)
+        self._schedule_arrival(now)
+
+    def live_requests(self):
+        """Requests not yet ended: held at routers, waiting or running in instances, or moving between pools."""
+        yield from self.in_transit.values()
+        for pool in self.pools.values():
+            yield from pool.held
+            for inst in pool.instances:
+                yield from inst.policy.waiting
+                yield from inst.policy.running

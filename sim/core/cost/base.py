@@ -1,0 +1,80 @@
+"""The cost-model extension point: what one batch iteration costs.
+
+The instance scheduler hands the cost model a `BatchShape` (aggregates of the iteration's prefill chunks and
+decodes) and gets back a `StepCost` whose named parts sum to the total. Units: seconds, tokens.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
+
+PARTS: tuple[str, ...] = ("attention", "dense_gemm", "moe_gemm", "elementwise", "communication", "overhead")
+
+
+class BatchShape(NamedTuple):
+    """Aggregates of one iteration's work (what the cost of every op depends on).
+
+    A prefill chunk of q new tokens after c tokens already in the KV cache contributes q to `prefill_tokens`,
+    q*c to `prefill_q_ctx_sum`, q*(q+1)/2 to `prefill_q_sq_sum` and c+q to `prefill_kv_tokens`. A decode of a
+    sequence whose context (before this step) is c contributes 1 to `decode_seqs` and c+1 to `decode_ctx_sum`.
+    `sampled_seqs` counts sequences that emit a token this step (LM head rows). A NamedTuple: made and hashed
+    once per iteration on the simulator's hot path, where a frozen dataclass costs several times more.
+    """
+
+    prefill_seqs: int = 0
+    prefill_tokens: int = 0
+    prefill_q_ctx_sum: int = 0
+    prefill_q_sq_sum: int = 0
+    prefill_kv_tokens: int = 0
+    decode_seqs: int = 0
+    decode_ctx_sum: int = 0
+    sampled_seqs: int = 0
+
+    @property
+    def num_tokens(self) -> int:
+        """Tokens processed by the dense layers this step."""
+        return self.prefill_tokens + self.decode_seqs
+
+
+@dataclass(frozen=True, slots=True)
+class StepCost:
+    """An iteration's time and its decomposition; `sum(parts.values()) == total_s` up to rounding. `parts` has
+    the PARTS keys in PARTS order (the simulator accounts them as a vector).
+
+    `hidden_s` is communication that ran under compute (two-micro-batch overlap): real work, but not part of the
+    iteration's time, so it is not in `parts`.
+    """
+
+    total_s: float
+    parts: dict[str, float]
+    hidden_s: float = 0.0
+
+
+class CostModel(Protocol):
+    """Prices one batch iteration of one instance.
+
+    Postconditions: `step_cost(b).total_s > 0` for any non-empty batch (a zero-time step would stall the
+    simulation clock), parts are ≥ 0 and sum to the total; the result depends only on `b` (deterministic).
+    `kind` is "measured", "analytical" or "mixed"; `describe()` says which ops came from where.
+    `tokens_per_step` is the expected tokens a decoding sequence emits per iteration (1.0; more with speculative
+    decoding / MTP, where `draft_tokens` drafts are verified per step with acceptance probabilities `acceptance`).
+    `decode_steps(b, steps)` is the simulator's form of a run of decode-only iterations whose contexts grow by one
+    token per sequence per step: (table, first, stride), step j costing `table.times[first + j * stride]`
+    (a `sim.core.cost.tables.StepTable`, whose `run_parts` splits a run's time into parts).
+    `decode_run(b, steps, ctx_sums=None)` prices a run of decode-only iterations of the same sequences at once:
+    element j equals `step_cost` of the shape with `decode_ctx_sum = ctx_sums[j]` (default: +decode_seqs a step).
+    """
+
+    @property
+    def kind(self) -> str: ...
+
+    tokens_per_step: float
+
+    def step_cost(self, batch: BatchShape) -> StepCost: ...
+
+    def decode_steps(self, batch: BatchShape, steps: int) -> tuple: ...
+
+    def decode_run(self, batch: BatchShape, steps: int, ctx_sums=None, with_hidden: bool = False,
+                   compact: bool = False): ...
+
+    def describe(self) -> dict: ...

@@ -1,0 +1,103 @@
+"""Builds a pool's pricing: its cost model and memory plan from the model, hardware, formats and deployment.
+
+The cluster calls `build_pool_pricing` once per pool; everything about how an iteration of that pool is priced
+(and how much KV it can hold) is decided here, from `conf/cost` and the pool's config (`tp`, `weights_dtype`,
+`kv_dtype`, `deployment`). `kv_handoff_s` prices the KV cache moving from a prefill pool to a decode pool.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+from calibrate.profile import load_profile
+from inferplan.errors import InputError
+from inferplan.paths import REPO_ROOT
+from inferplan.specs import HardwareSpec, ModelSpec
+from sim.config import CostConfig, PoolConfig
+from sim.core.cost.base import CostModel
+from sim.core.cost.constant import SyntheticCostModel
+from sim.core.cost.deployment import Deployment, parse_deployment
+from calibrate.efficiency import hardware_generation, load_generation
+from sim.core.cost.layout import build_layout
+from sim.core.cost.memory import MemoryPlan, plan_memory
+from sim.core.cost.pricer import OpPricer
+from sim.core.cost.roofline import LayeredCostModel
+
+PROFILES_DIR = REPO_ROOT / "calibrate" / "profiles"
+
+
+def resolve_profile(setting: str, hw: HardwareSpec):
+    """The measured profile a pool uses: `auto` takes calibrate/profiles/<hardware>.parquet if it exists."""
+    if setting == "analytical":
+        return None
+    if setting == "auto":
+        path = PROFILES_DIR / f"{hw.name}.parquet"
+        return load_profile(path, expected_hardware=hw.name) if path.is_file() else None
+    return load_profile(setting, expected_hardware=hw.name)
+
+
+@dataclass
+class PoolPricing:
+    """What the simulator needs to price one pool: the iteration cost model, the memory plan (per-instance totals),
+    how many devices one instance occupies (billing and energy), and the link a request's KV leaves by in
+    prefill/decode disaggregation: it lives on one DP rank (tp devices on each of pp stages), which send their
+    shares in parallel over their own NICs."""
+
+    cost: CostModel
+    memory: MemoryPlan
+    devices_per_instance: int
+    kv_link_bytes_per_s: float = 0.0
+    kv_link_latency_s: float = 0.0
+    deployment: Deployment | None = None
+
+    def kv_transfer_s(self, tokens: int, link_bytes_per_s: float | None = None,
+                      latency_s: float | None = None) -> float:
+        """Seconds to move `tokens` tokens of this pool's KV cache (one copy, `kv_wire_bytes_per_token` each) over a
+        link (default: this pool's `kv_link_bytes_per_s` and `kv_link_latency_s`)."""
+        bw = self.kv_link_bytes_per_s if link_bytes_per_s is None else link_bytes_per_s
+        lat = self.kv_link_latency_s if latency_s is None else latency_s
+        if not bw > 0:
+            raise ValueError("no KV link bandwidth: give link_bytes_per_s")
+        return lat + tokens * self.memory.kv_wire_bytes_per_token / bw
+
+
+def kv_handoff_s(prefill: PoolPricing, decode: PoolPricing, tokens: int) -> float:
+    """Seconds from a prefill instance finishing a prompt of `tokens` tokens until its KV is in a decode instance:
+    the prefill pool's KV bytes (its format) over the slower of the two pools' per-request links, plus the larger
+    latency. The decode side converts to its own format on arrival (not priced)."""
+    bw = min(prefill.kv_link_bytes_per_s, decode.kv_link_bytes_per_s)
+    return prefill.kv_transfer_s(tokens, bw, max(prefill.kv_link_latency_s, decode.kv_link_latency_s))
+
+
+def build_pool_pricing(model: ModelSpec, hw: HardwareSpec, p: PoolConfig, cost_cfg: CostConfig, *,
+                       token_budget: int, where: str) -> PoolPricing:
+    dep = parse_deployment(p.deployment, tp=p.tp, weights_dtype=p.weights_dtype, where=where)
+    lay = build_layout(model, dep, where)
+    mem = plan_memory(model, hw, dep, lay, kv_dtype=p.kv_dtype, block_size_tokens=p.block_size_tokens,
+                      gpu_memory_utilization=p.gpu_memory_utilization, token_budget=token_budget,
+                      fixed_reserve_bytes=p.runtime_reserve_bytes)
+    if p.num_gpu_blocks_override is not None:
+        blocks = int(p.num_gpu_blocks_override)
+        mem = dataclasses.replace(mem, num_blocks=blocks,
+                                  kv_capacity_bytes=blocks * p.block_size_tokens * mem.kv_bytes_per_token)
+    if not mem.fits:
+        fmt = ", ".join(f"{g} {f}" for g, f in dep.weights.items())
+        raise InputError(where, "deployment" if p.deployment else "tp",
+                         f"{model.name} does not fit {lay.devices} x {hw.name} (tp={dep.tp} dp={dep.dp} ep={dep.ep} "
+                         f"pp={dep.pp}; weights {fmt}; kv {p.kv_dtype}): {mem.problem}",
+                         "raise tp/ep/pp, use smaller weight formats (deployment.weights), offload cold experts "
+                         "(deployment.experts.cold_fraction), lower token_budget, or pick larger hardware")
+    link = hw.inter_node_bandwidth_bytes_per_s * cost_cfg.link_efficiency * dep.tp * dep.pp
+    if cost_cfg.kind == "constant":
+        return PoolPricing(SyntheticCostModel(cost_cfg.step_time_s, cost_cfg.per_token_s), mem, dep.devices, link, hw.inter_node_latency_s, dep)
+    profile = resolve_profile(cost_cfg.profile, hw)
+    try:
+        pricer = OpPricer(hw, cost_cfg.efficiency, cost_cfg.launch_s, profile, cost_cfg.efficiency_scale,
+                          load_generation(hardware_generation(hw.source)))
+    except ValueError as err:
+        raise InputError("conf/cost", "efficiency_scale", str(err), "give positive multipliers") from None
+    cost = LayeredCostModel(model, hw, pricer, tp=p.tp, weights_dtype=p.weights_dtype, kv_dtype=p.kv_dtype,
+                            step_overhead_s=cost_cfg.step_overhead_s, link_efficiency=cost_cfg.link_efficiency,
+                            deployment=dep, where=where)
+    return PoolPricing(cost, mem, dep.devices, link, hw.inter_node_latency_s, dep)

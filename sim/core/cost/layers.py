@@ -1,0 +1,247 @@
+"""One layer's ops on one device, priced: attention (GQA or MLA, dense or sparse), dense MLP, MoE, elementwise.
+
+`Work` is what the busiest device computes for one micro-batch (shares of the scheduled batch, so floats); the
+decode context sums come separately as an array so that a run of decode steps is priced in one call with the
+same arithmetic as a single step (`sim.core.cost.roofline`). A `LayerCost` keeps compute by part, the communication
+that may overlap compute (TP all-reduce, EP dispatch and combine) and the host fetches that may not.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from calibrate import ops
+from inferplan.specs import ModelSpec
+from sim.core.cost import experts as ex
+from sim.core.cost.comm import Links
+from sim.core.cost.deployment import Deployment
+from sim.core.cost.host import ELEMENTWISE_KERNELS
+from sim.core.cost.layout import Layout
+from sim.core.cost.pricer import OpPricer
+from sim.core.cost.weights import expert_bytes_per_device, kv_elem_bytes
+
+COMPUTE_PARTS: tuple[str, ...] = ("attention", "dense_gemm", "moe_gemm", "elementwise")
+
+
+class Work(NamedTuple):
+    """One device's share of one micro-batch (a NamedTuple: made and hashed for every priced iteration)."""
+
+    tokens: float              # rows through projections and dense MLP: prefill tokens + decode query tokens
+    prefill_tokens: float
+    prefill_q_ctx: float       # sum of q x c over prefill chunks (see BatchShape)
+    prefill_q_sq: float        # sum of q (q + 1) / 2
+    prefill_kv_tokens: float
+    decode_seqs: float
+    queries: int               # query tokens per decoding sequence: 1, or 1 + drafts when verifying MTP drafts
+    moe_tokens: float          # tokens routed by the whole EP group (all DP ranks) in this micro-batch
+
+
+@dataclass
+class LayerCost:
+    compute: dict              # part -> seconds (float, or array over decode steps for attention)
+    comm_s: float              # overlappable communication
+    fetch_s: float             # host fetches of cold experts (never overlapped)
+    launches: int
+
+    def compute_s(self):
+        return sum(self.compute[p] for p in COMPUTE_PARTS)
+
+
+class LayerPricer:
+    def __init__(self, m: ModelSpec, dep: Deployment, lay: Layout, pricer: OpPricer, links: Links,
+                 kv_dtype: str) -> None:
+        self.m, self.dep, self.lay, self.pricer, self.links = m, dep, lay, pricer, links
+        self.fmt = dep.weights
+        self.kv_bytes = kv_elem_bytes(kv_dtype)
+        self.kv_op_dtype = "fp8" if kv_dtype in ("fp8", "fp8_block") else kv_dtype
+        self.heads = m.num_heads / lay.tp
+        self.gate = 2 if m.ffn_kind == "gated" else 1
+        self._static: dict[tuple[Work, bool], LayerCost] = {}  # cleared past 100,000 entries
+        e = m.moe
+        if e is not None:
+            self.base_imbalance = ex.base_imbalance(dep.experts, e.num_experts, lay.ep)
+            self.cold_share = ex.cold_traffic_share(dep.experts, e.num_experts, lay.cold_experts)
+            self.expert_bytes = expert_bytes_per_device(m, dep, lay)
+
+    # -- single ops -------------------------------------------------------------------------------------------
+    def gemm(self, rows: float, n: float, k: float, dtype: str) -> float:
+        if rows <= 0:
+            return 0.0
+        return self.pricer.gemm_s("gemm", dtype, rows, n, k, *ops.gemm_work(rows, n, k, dtype))
+
+    def lm_head(self, rows: float) -> float:
+        return self.gemm(rows, self.m.vocab_size / self.lay.tp, self.m.hidden_size, self.fmt["lm_head"])
+
+    def eh_proj(self, tokens: float) -> float:
+        """The MTP module's projection of [hidden; embedding] (2H) back to H."""
+        H = self.m.hidden_size
+        return self.gemm(tokens, H / self.lay.tp, 2 * H, self.fmt["attention"])
+
+    # -- attention --------------------------------------------------------------------------------------------
+    def attention(self, w: Work) -> tuple[float, float, int]:
+        """(projection GEMM seconds, prefill attention seconds, launches) of one layer; decode attention, the only
+        part that changes along a run of decode steps, is `decode_attention`."""
+        m, f, T, h = self.m, self.fmt["attention"], w.tokens, self.heads
+        hi = int(round(h))
+        launches = 0
+        if m.attention_kind == "gqa":
+            kv, d = max(1.0, m.num_kv_heads / self.lay.tp), m.head_dim
+            proj = self.gemm(T, (h + 2 * kv) * d, m.hidden_size, f) + self.gemm(T, m.hidden_size, h * d, f)
+            pf_heads, pf_kv, pf_dim, pf_bytes = hi, int(round(kv)), d, self.kv_bytes
+        else:
+            rank, rope, nope, v = m.kv_lora_rank, m.qk_rope_head_dim, m.qk_nope_head_dim, m.v_head_dim
+            q_proj = (self.gemm(T, m.q_lora_rank, m.hidden_size, f) + self.gemm(T, h * (nope + rope), m.q_lora_rank, f)
+                      if m.q_lora_rank else self.gemm(T, h * (nope + rope), m.hidden_size, f))
+            proj = q_proj + self.gemm(T, rank + rope, m.hidden_size, f) + self.gemm(T, m.hidden_size, h * v, f)
+            launches += 1 if m.q_lora_rank else 0
+            if w.prefill_tokens:  # prefill up-projects the latent cache to per-head K and V (not absorbed)
+                proj += self.gemm(w.prefill_kv_tokens, h * (nope + v), rank, f)
+                launches += 1
+            if w.decode_seqs:  # decode absorbs W_UK into the query and W_UV into the output: per-head products
+                rows = w.decode_seqs * w.queries
+                proj += self.gemm(rows, h * rank, nope, "bf16") + self.gemm(rows, h * v, rank, "bf16")
+                launches += 2
+            pf_heads, pf_kv, pf_dim, pf_bytes = hi, hi, (nope + rope + v) // 2, 2.0
+        launches += 3 if m.attention_kind == "mla" else 2
+        attn = 0.0
+        if w.prefill_tokens:
+            attn = self._prefill_attention(w, pf_heads, pf_kv, pf_dim, pf_bytes)
+            launches += 1 + (self.dep.sparse_attention is not None)
+        if w.decode_seqs:
+            launches += 1 + (self.dep.sparse_attention is not None)
+        return proj, attn, launches
+
+    def _prefill_attention(self, w: Work, heads: int, kv_heads: int, dim: int, kv_bytes: float) -> float:
+        s = self.dep.sparse_attention
+        q_sq, q_ctx = w.prefill_q_sq, w.prefill_q_ctx
+        t = 0.0
+        if s is not None:  # each query attends at most top_k tokens; the indexer scores every causal pair
+            pairs = q_ctx + q_sq
+            ib = ops.check_dtype(s.indexer_dtype)["act_bytes"]
+            keys_bytes = (w.prefill_tokens * s.indexer_heads + w.prefill_kv_tokens) * s.indexer_head_dim * ib
+            t += self.pricer.time_s("attn_prefill", s.indexer_dtype,
+                                    2.0 * s.indexer_heads * s.indexer_head_dim * pairs, keys_bytes)
+            q_sq, q_ctx = min(pairs, w.prefill_tokens * s.top_k_tokens), 0.0
+        seq = (q_sq + q_ctx) / w.prefill_tokens  # mean keys a query attends (the shape forms' length term)
+        return t + self.pricer.attn_prefill_s("bf16", *ops.attn_prefill_work(
+            q_sq, q_ctx, w.prefill_tokens, w.prefill_kv_tokens, heads, kv_heads, dim, kv_bytes), seq)
+
+    def decode_attention(self, w: Work, ctx):
+        """Decode attention of `w.decode_seqs` sequences with `ctx` cached tokens in all: a float for one step, an
+        array for a run of steps; both go through `OpPricer.time_s_array`, so they agree exactly."""
+        m, s, seqs = self.m, self.dep.sparse_attention, w.decode_seqs
+        heads = int(round(self.heads)) * w.queries  # draft tokens being verified attend like extra heads
+        t: Any = 0.0  # (an array over a run's contexts)
+        if s is not None:
+            ib = ops.check_dtype(s.indexer_dtype)["act_bytes"]
+            t = self.pricer.time_s_array("attn_decode", s.indexer_dtype,
+                                         2.0 * s.indexer_heads * s.indexer_head_dim * w.queries * ctx,
+                                         (ctx + seqs * w.queries * s.indexer_heads) * s.indexer_head_dim * ib)
+            cap = seqs * s.top_k_tokens
+            ctx = np.minimum(ctx, cap) if isinstance(ctx, np.ndarray) else min(ctx, cap)
+        if m.attention_kind == "gqa":
+            kv = int(round(max(1.0, m.num_kv_heads / self.lay.tp)))
+            return t + self.pricer.time_s_array("attn_decode", self.kv_op_dtype, *ops.attn_decode_work(
+                seqs, ctx, heads, kv, m.head_dim, self.kv_bytes))
+        return t + self.pricer.time_s_array("attn_mla_decode", self.kv_op_dtype, *ops.attn_mla_decode_work(
+            seqs, ctx, heads, m.kv_lora_rank, m.qk_rope_head_dim, self.kv_bytes))
+
+    # -- feed-forward -----------------------------------------------------------------------------------------
+    def dense_ffn(self, T: float) -> float:
+        inter, f = self.m.intermediate_size / self.lay.tp, self.fmt["ffn"]
+        return self.gemm(T, self.gate * inter, self.m.hidden_size, f) + self.gemm(T, self.m.hidden_size, inter, f)
+
+    def moe_ffn(self, w: Work) -> tuple[float, float, float, float, float]:
+        """(router + shared-expert GEMM seconds, routed-expert seconds, all-to-all seconds, host fetch seconds,
+        routed rows this device's experts compute)."""
+        lay, e, H, T = self.lay, self.m.moe, self.m.hidden_size, w.tokens
+        assert e is not None  # (called for MoE layers only)
+        dense = self.gemm(T, e.num_experts, H, "bf16")
+        if e.shared_experts:
+            si, f = e.expert_intermediate_size / lay.tp * e.shared_experts, self.fmt["shared_experts"]
+            dense += self.gemm(T, self.gate * si, H, f) + self.gemm(T, H, si, f)
+        if lay.ep > 1:
+            mean_rows = w.moe_tokens * e.top_k / lay.ep
+            skew = self.base_imbalance * (ex.statistical_factor(mean_rows, lay.ep)
+                                          if self.dep.experts.statistical_imbalance else 1.0)
+            rows = mean_rows * skew
+            slots = lay.expert_slots_per_layer / lay.ep
+            active = min(rows, ex.active_experts(slots, e.num_experts, e.top_k, w.moe_tokens))
+            inter = float(e.expert_intermediate_size)
+        else:
+            rows = T * e.top_k
+            active = ex.active_experts(e.num_experts, e.num_experts, e.top_k, T)
+            inter = e.expert_intermediate_size / lay.tp
+        f = self.fmt["experts"]
+        routed = 0.0
+        if rows > 0:  # grouped GEMMs: `active` experts of rows / active tokens each; DeepGEMM's contiguous layout
+            # with prefill tokens in the step, the masked (CUDA-graph) layout for decode-only steps
+            g, per, lay_ = max(active, 1.0), rows / max(active, 1.0), ("contiguous" if w.prefill_tokens else "masked")
+            routed = (self.pricer.gemm_s("moe_gemm", f, per, self.gate * inter, H,
+                                         *ops.moe_gemm_work(rows, active, self.gate * inter, H, f), g, lay_)
+                      + self.pricer.gemm_s("moe_gemm", f, per, H, inter,
+                                           *ops.moe_gemm_work(rows, active, H, inter, f), g, lay_))
+        comm = 0.0
+        if lay.ep > 1:
+            c = self.dep.communication
+            wire = max(T * e.top_k / lay.tp, rows)
+            kernel = c.ep_kernel_prefill if w.prefill_tokens else c.ep_kernel_decode
+            for dt in (c.dispatch_dtype, c.combine_dtype):
+                comm += self.links.all_to_all_s(wire, H * ops.check_dtype(dt)["act_bytes"], e.top_k, c.node_dedup,
+                                                kernel)
+        hits = ex.expected_cold_hits(lay.cold_experts, self.cold_share, e.top_k, w.moe_tokens)
+        fetch = self.links.host_fetch_s(hits / lay.ep * self.expert_bytes)
+        return dense, routed, comm, fetch, rows
+
+    # -- a whole layer ----------------------------------------------------------------------------------------
+    def layer(self, w: Work, ctx, moe: bool) -> LayerCost:
+        """One layer for work `w` with decode context sums `ctx` (a float, or an array over decode steps)."""
+        st = self._static.get((w, moe))
+        if st is None:
+            if len(self._static) > 100_000:
+                self._static.clear()
+            st = self._static[(w, moe)] = self._layer_static(w, moe)
+        if not w.decode_seqs:
+            return st
+        decode = self.decode_attention(w, ctx)
+        return LayerCost({**st.compute, "attention": st.compute["attention"] + decode}, st.comm_s, st.fetch_s,
+                         st.launches)
+
+    def _layer_static(self, w: Work, moe: bool) -> LayerCost:
+        """Everything of a layer but its decode attention (which alone depends on the decode contexts)."""
+        m, lay, T = self.m, self.lay, w.tokens
+        proj, attn, launches = self.attention(w)
+        parts = {"attention": attn, "dense_gemm": proj, "moe_gemm": 0.0}
+        comm = 2 * self.links.allreduce_s(T * m.hidden_size * 2.0)
+        launches += 2 * (lay.tp > 1) + ELEMENTWISE_KERNELS
+        fetch = 0.0
+        # Elementwise: norms, residuals and rotary over the rank's tokens; the activation over the MLP's rows. The
+        # activation width follows calibrate.shapes.elementwise_dims (the routed experts' for every layer of an
+        # MoE model), except under EP, where the routed rows a device receives replace the rank's tokens x top-k.
+        e = m.moe
+        inter = (m.intermediate_size if e is None else e.expert_intermediate_size * e.top_k) / lay.tp
+        act = T * 2 * inter
+        act_rows, act_cols = T, inter
+        if moe:
+            assert e is not None  # (MoE layers exist only in MoE models)
+            dense, routed, a2a, fetch, rows = self.moe_ffn(w)
+            if lay.ep > 1:
+                act = rows * 2 * e.expert_intermediate_size
+                act_rows, act_cols = rows, float(e.expert_intermediate_size)
+            parts["dense_gemm"] += dense
+            parts["moe_gemm"] = routed
+            comm += a2a
+            launches += 1 + 2 * bool(e.shared_experts) + 2 + 2 * (lay.ep > 1)
+        else:
+            parts["dense_gemm"] += self.dense_ffn(T)
+            launches += 2
+        elements = T * (4 * m.hidden_size + m.num_heads * m.head_dim / lay.tp) + act
+        if m.attention_kind == "gqa":
+            rope_cols = (self.heads + max(1.0, m.num_kv_heads / lay.tp)) * m.head_dim
+        else:
+            rope_cols = (self.heads + 1.0) * m.qk_rope_head_dim
+        parts["elementwise"] = self.pricer.elementwise_layer_s(T, m.hidden_size, rope_cols, act_rows, act_cols,
+                                                               elements)
+        return LayerCost(parts, comm, fetch, launches)

@@ -1,0 +1,96 @@
+"""Where the model's pieces sit in one instance: pipeline stages, DP ranks, expert slots per device.
+
+An instance is `pp` stages; each stage is `dp` attention ranks of `tp` devices (tp x dp devices). Attention, dense
+layers, shared experts, embeddings and the LM head are replicated per DP rank and sharded by TP. Routed experts are
+either sharded like the dense FFN (ep = 1: every DP rank holds all experts, TP-split) or spread whole over every
+device of the stage (ep = tp x dp, with `redundant` extra replicas: (E + R) / ep expert slots per device). Layers
+are split contiguously over stages, the first `L mod pp` stages taking one more; the embedding sits on the first
+stage, the LM head and any MTP module on the last.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from inferplan.errors import InputError
+from inferplan.specs import ModelSpec
+from sim.core.cost.deployment import Deployment
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One pipeline stage: its dense (attention + MLP) and MoE layer counts."""
+
+    dense_layers: int
+    moe_layers: int
+    first: bool
+    last: bool
+
+
+@dataclass(frozen=True)
+class Layout:
+    tp: int
+    dp: int
+    ep: int
+    pp: int
+    stages: tuple[Stage, ...]
+    expert_slots_per_layer: int     # routed experts + redundant replicas of one MoE layer (0: dense model)
+    cold_experts: int               # routed experts of one MoE layer kept in host memory
+
+    @property
+    def stage_devices(self) -> int:
+        return self.tp * self.dp
+
+    @property
+    def devices(self) -> int:
+        return self.tp * self.dp * self.pp
+
+    @property
+    def expert_share_per_device(self) -> float:
+        """Fraction of one MoE layer's expert slots a device holds: 1/ep whole experts, or 1/tp of each (ep = 1)."""
+        return 1.0 / self.ep if self.ep > 1 else 1.0 / self.tp
+
+
+def _split(n: int, parts: int) -> list[int]:
+    return [n // parts + (1 if i < n % parts else 0) for i in range(parts)]
+
+
+def build_layout(m: ModelSpec, dep: Deployment, where: str) -> Layout:
+    """Check `dep` against the model and place it; every mismatch is an `InputError` with the fix."""
+    def fail(key: str, problem: str, fix: str):
+        raise InputError(where, f"deployment.{key}", problem, fix)
+
+    e = m.moe
+    opts = dep.experts
+    group = dep.tp * dep.dp
+    if dep.ep > 1:
+        if e is None:
+            fail("ep", f"{m.name} has no routed experts", "drop ep (or set ep: 1)")
+        if dep.ep != group:
+            fail("ep", f"must be 1 or tp x dp = {group} (experts spread over every device of a stage), got {dep.ep}",
+                 f"set ep: {group} or ep: 1")
+        assert e is not None
+        if (e.num_experts + opts.redundant) % dep.ep:
+            fail("experts.redundant", f"{e.num_experts} experts + {opts.redundant} redundant do not split evenly over "
+                 f"ep={dep.ep} ranks", "choose redundant so that (experts + redundant) is a multiple of ep")
+    elif opts.redundant:
+        fail("experts.redundant", "redundant replicas need expert parallelism (ep > 1)", "set ep or drop redundant")
+    if e is None and (opts.cold_fraction or opts.load_histogram or opts.imbalance or opts.zipf_s):
+        fail("experts", f"{m.name} has no routed experts", "drop the experts options")
+    if e is not None and opts.load_histogram is not None and len(opts.load_histogram) != e.num_experts:
+        fail("experts.load_histogram", f"has {len(opts.load_histogram)} entries, the model has {e.num_experts} experts",
+             "give one relative load per routed expert")
+    if dep.pp > m.num_layers:
+        fail("pp", f"{dep.pp} stages for {m.num_layers} layers", "use at most one stage per layer")
+    if dep.mtp is not None and m.mtp_modules < 1:
+        fail("mtp", f"{m.name} has no multi-token-prediction module (mtp_modules / num_nextn_predict_layers)",
+             "drop mtp, or use a model whose config declares one")
+    dense_first = m.num_layers - m.num_moe_layers
+    stages, start = [], 0
+    counts = _split(m.num_layers, dep.pp)
+    for i, n in enumerate(counts):
+        dense = max(0, min(start + n, dense_first) - start)
+        stages.append(Stage(dense, n - dense, i == 0, i == dep.pp - 1))
+        start += n
+    slots = 0 if e is None else e.num_experts + opts.redundant
+    cold = 0 if e is None else int(round(opts.cold_fraction * e.num_experts))
+    return Layout(dep.tp, dep.dp, dep.ep, dep.pp, tuple(stages), slots, cold)

@@ -1,0 +1,116 @@
+"""Memory plan of one instance: weights and activation reserve per device, and the KV cache the rest holds.
+
+Every device of a stage holds the same pieces (`sim.core.cost.weights`), so the plan is computed per stage for one
+device: usable = memory x `gpu_memory_utilization`; free = usable - weights - activation reserve; KV blocks of one
+DP rank = the smallest, over stages, of free / (KV bytes per token on that device x block size) (a token's KV
+lives on every stage, on the tp devices of one DP rank). The instance holds `dp` ranks' blocks; the simulator's
+block manager treats them as one pool (an approximation: fragmentation across ranks is ignored). All totals in
+`MemoryPlan` are per instance (all its devices); `per_device` gives the per-stage view.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from inferplan.specs import HardwareSpec, ModelSpec
+from sim.core.cost.deployment import Deployment
+from sim.core.cost.layout import Layout
+from sim.core.cost.weights import device_host_weight_bytes, device_weight_bytes, kv_layer_bytes, stage_layers
+
+
+@dataclass(frozen=True)
+class DeviceMemory:
+    """One device of one pipeline stage."""
+
+    stage: int
+    usable_bytes: float
+    weight_bytes: dict[str, float]        # by component
+    activation_reserve_bytes: float
+    kv_bytes_per_token: float
+    host_weight_bytes: float              # cold experts in host memory
+
+    @property
+    def free_bytes(self) -> float:
+        return self.usable_bytes - sum(self.weight_bytes.values(), 0.0) - self.activation_reserve_bytes
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """How an instance's memory is split. Totals are over its `devices`; `kv_bytes_per_token` is what one token's
+    KV occupies across the instance (its DP rank's devices, every stage); `kv_capacity_bytes` the bytes the KV
+    blocks hold; `kv_wire_bytes_per_token` one copy of a token's KV (what a prefill -> decode hand-off moves)."""
+
+    device_bytes: float
+    usable_bytes: float
+    weight_bytes: float
+    activation_reserve_bytes: float
+    kv_capacity_bytes: float
+    kv_bytes_per_token: float
+    block_size_tokens: int
+    num_blocks: int
+    devices: int = 1
+    host_weight_bytes: float = 0.0
+    kv_wire_bytes_per_token: float = 0.0
+    per_device: tuple[DeviceMemory, ...] = ()
+    problem: str = ""                      # why the deployment does not fit ("" when it does)
+    dp: int = 1                            # DP ranks whose KV blocks `num_blocks` pools
+
+    @property
+    def fits(self) -> bool:
+        return self.num_blocks > 0 and not self.problem
+
+    @property
+    def blocks_per_rank(self) -> int:
+        """KV blocks one DP rank holds: the most one request can use (its KV cannot span ranks)."""
+        return self.num_blocks // self.dp
+
+
+def activation_reserve_bytes(m: ModelSpec, lay: Layout, token_budget: int) -> float:
+    """Peak activations of one forward on one device: a DP rank's share of `token_budget` tokens (the scheduler is
+    assumed to balance tokens over ranks) through hidden states, QKV and the MLP (or routed experts') intermediate,
+    bf16. Under EP a device's expert rows average the same tokens x top-k / tp as without."""
+    tokens = math.ceil(token_budget / lay.dp)
+    e = m.moe
+    inter = m.intermediate_size if e is None else max(m.intermediate_size, e.expert_intermediate_size * e.top_k)
+    return tokens * (4 * m.hidden_size + 2 * inter / lay.tp + (m.num_heads * m.head_dim * 3) / lay.tp) * 2.0
+
+
+def _gb(x: float) -> str:
+    return f"{x / 1e9:.1f} GB"
+
+
+def plan_memory(m: ModelSpec, hw: HardwareSpec, dep: Deployment, lay: Layout, *, kv_dtype: str,
+                block_size_tokens: int, gpu_memory_utilization: float, token_budget: int,
+                fixed_reserve_bytes: float) -> MemoryPlan:
+    usable = hw.memory_bytes * gpu_memory_utilization
+    reserve = activation_reserve_bytes(m, lay, token_budget) + fixed_reserve_bytes
+    per_layer_kv = kv_layer_bytes(m, dep, kv_dtype, lay.tp)
+    devices, blocks_per_rank, problem = [], None, ""
+    for i, st in enumerate(lay.stages):
+        dense, moe = stage_layers(m, dep, st)
+        d = DeviceMemory(i, usable, device_weight_bytes(m, dep, lay, st), reserve, (dense + moe) * per_layer_kv,
+                         device_host_weight_bytes(m, dep, lay, st))
+        devices.append(d)
+        blocks = max(0, int(d.free_bytes // (d.kv_bytes_per_token * block_size_tokens)))
+        if blocks == 0 and not problem:
+            w = d.weight_bytes
+            top = ", ".join(f"{k} {_gb(v)}" for k, v in sorted(w.items(), key=lambda kv: -kv[1])[:3])
+            where = f"stage {i} of {lay.pp}" if lay.pp > 1 else "each"
+            problem = (f"{where} {hw.name} needs {_gb(sum(w.values(), 0.0))} of weights ({top}) + {_gb(reserve)} "
+                       f"activation/runtime reserve, leaving {_gb(max(0.0, d.free_bytes))} of {_gb(usable)} usable "
+                       f"for KV (one block of {block_size_tokens} tokens needs "
+                       f"{d.kv_bytes_per_token * block_size_tokens / 1e6:.1f} MB)")
+        blocks_per_rank = blocks if blocks_per_rank is None else min(blocks_per_rank, blocks)
+    per_stage_devices = lay.stage_devices
+    kv_tok = lay.tp * sum((d.kv_bytes_per_token for d in devices), 0.0)
+    num_blocks = 0 if problem else lay.dp * int(blocks_per_rank or 0)
+    wire_layers = sum(sum(stage_layers(m, dep, st)) for st in lay.stages)
+    return MemoryPlan(
+        device_bytes=lay.devices * hw.memory_bytes, usable_bytes=lay.devices * usable,
+        weight_bytes=per_stage_devices * sum((sum(d.weight_bytes.values(), 0.0) for d in devices), 0.0),
+        activation_reserve_bytes=lay.devices * reserve,
+        kv_capacity_bytes=num_blocks * block_size_tokens * kv_tok, kv_bytes_per_token=kv_tok,
+        block_size_tokens=block_size_tokens, num_blocks=num_blocks, devices=lay.devices,
+        host_weight_bytes=per_stage_devices * sum((d.host_weight_bytes for d in devices), 0.0),
+        kv_wire_bytes_per_token=wire_layers * kv_layer_bytes(m, dep, kv_dtype, 1),
+        per_device=tuple(devices), problem=problem, dp=lay.dp)

@@ -1,0 +1,308 @@
+"""An iteration's time composed layer by layer from priced ops, for any deployment (`sim.core.cost.deployment`).
+
+1. DP attention: the scheduled batch is spread over `dp` ranks; the busiest rank gets ceil(n/dp) of the prefill
+   chunks and of the decodes, each of the mean size (a sequence cannot be split across ranks, so one long prompt
+   lands on one rank). Its share sets the attention and dense time; every layer waits for the slowest rank.
+2. Micro-batches: the rank's share is split evenly into `pp_micro_batches` (pipeline) x 2 (two-micro-batch
+   overlap) pieces; each layer is priced for one piece (`sim.core.cost.layers`).
+3. Overlap: without it a layer takes compute + communication; with two micro-batches it takes
+   max(2 compute, 2 communication) (one micro-batch's all-to-all runs while the other computes), plus, once per
+   stage pass, min(compute, communication) of one micro-batch (the first compute / last transfer cannot hide).
+   Compute parts are reported in full; `communication` holds only the exposed rest, the hidden part is
+   `StepCost.hidden_s`. Cold-expert fetches are never hidden.
+4. Pipeline: the slowest stage (its layers; the LM head and MTP drafts on the last) plus the send of one
+   micro-batch's hidden states is a slot; an iteration is `pp_micro_batches` slots, plus pp - 1 more when
+   `pp_bubble` (fill and drain each iteration; off: the pipeline stays full across iterations, as engines that keep
+   pp batches in flight).
+5. MTP: a decode verifies 1 + n tokens (n drafts) in the main model; each of n draft steps runs the MTP module (one
+   layer + eh_proj + LM head) on one token per sequence (the first also over prefill tokens, to fill its KV).
+6. Host overhead per iteration (`sim.core.cost.host`).
+
+Parts (`sim.core.cost.base.PARTS`) sum to the total. A run of decode steps is priced in one vectorised call: only the
+decode context changes between its steps, and step_cost(b) is the same call with one context.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from inferplan.specs import HardwareSpec, ModelSpec
+from sim.core.cost.base import PARTS, BatchShape, StepCost
+from sim.core.cost.comm import Links
+from sim.core.cost.deployment import Deployment, parse_deployment
+from sim.core.cost.host import HostOverhead, resolve_host
+from sim.core.cost.layers import COMPUTE_PARTS, LayerCost, LayerPricer, Work
+from sim.core.cost.layout import build_layout
+from sim.core.cost.pricer import OpPricer
+from sim.core.cost.tables import ContextValues, MixedForm, StepTable, StepTables, shape_key
+
+
+def _max(a, b):
+    """max for floats or arrays (elementwise); the same IEEE result either way."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.maximum(a, b)
+    return a if a >= b else b
+
+
+def _min(a, b):
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.minimum(a, b)
+    return a if a <= b else b
+
+
+def _where(cond, a, b):
+    if isinstance(cond, np.ndarray):
+        return np.where(cond, a, b)
+    return a if cond else b
+
+
+def _share(n: int, ranks: int) -> float:
+    """Fraction of n items the busiest of `ranks` ranks gets (ceil(n / ranks) / n)."""
+    return math.ceil(n / ranks) / n if n else 0.0
+
+
+class LayeredCostModel:
+    """Prices an iteration of one instance of `model` on `hw`, laid out by `deployment` (default: one replica on
+    `tp` devices, every weight in `weights_dtype`). Attention reads KV in `kv_dtype`; `link_efficiency` scales the
+    datasheet links for collectives."""
+
+    def __init__(self, model: ModelSpec, hw: HardwareSpec, pricer: OpPricer, *, tp: int = 1,
+                 weights_dtype: str = "bf16", kv_dtype: str = "bf16", step_overhead_s: float = 0.0,
+                 link_efficiency: float = 1.0, deployment: Deployment | None = None,
+                 host: HostOverhead | None = None, where: str = "cost model") -> None:
+        if tp < 1:
+            raise ValueError("tp must be >= 1")
+        dep = deployment or parse_deployment(None, tp=tp, weights_dtype=weights_dtype, where=where)
+        if dep.tp != tp:
+            raise ValueError(f"deployment.tp={dep.tp} differs from tp={tp}")
+        self.m, self.hw, self.pricer, self.tp, self.dep = model, hw, pricer, tp, dep
+        self.lay = build_layout(model, dep, where)
+        self.links = Links(hw, tp=tp, ep=dep.ep, stage_devices=self.lay.stage_devices, pp=dep.pp,
+                           link_efficiency=link_efficiency, scale=pricer.efficiency_scale,
+                           generation=pricer.generation)
+        self.layers = LayerPricer(model, dep, self.lay, pricer, self.links, kv_dtype)
+        self.host = host or resolve_host(dep.host, step_overhead_s, pricer.profile)
+        g = pricer.generation
+        gf = g.gemm_form("bf16") if g is not None else None
+        sms = gf.sms if gf is not None else 0
+        comm_sms = dep.communication.comm_sms
+        if comm_sms and sms and comm_sms >= sms:
+            raise ValueError(f"communication.comm_sms={comm_sms} leaves no SM of {sms} for compute")
+        self.sm_frac = comm_sms / sms if comm_sms and sms else 0.0
+        self.tokens_per_step = dep.tokens_per_step
+        self.draft_tokens = dep.draft_tokens
+        self.acceptance = () if dep.mtp is None else dep.mtp.acceptance
+        self._dense_layers = any(st.dense_layers for st in self.lay.stages)
+        self._moe_layers = any(st.moe_layers for st in self.lay.stages)
+        self._forms: dict[tuple, MixedForm | None] = {}  # mixed shapes without their context sum
+        self._attention: dict[tuple, ContextValues] = {}  # decode attention by (decode work, context factor)
+        self.steps = StepTables(self._price, self._price_step)  # kept step costs (context tables, exact shapes)
+
+    @property
+    def kind(self) -> str:
+        return self.pricer.kind
+
+    def describe(self) -> dict:
+        p, d, lay = self.pricer, self.dep, self.lay
+        out = {"kind": p.kind, "profile": None if p.profile is None else p.profile.path, "hardware": self.hw.name,
+               "measured_ops": sorted(f"{o}/{t}" for o, t in p.measured),
+               "analytical_ops": sorted(f"{o}/{t}" for o, t in p.analytical),
+               "deployment": {"preset": d.preset, "devices": lay.devices, "tp": d.tp, "dp": d.dp,
+                              "ep": d.ep, "pp": d.pp, "pp_micro_batches": d.micro_batches, "pp_bubble": d.pp_bubble,
+                              "weights": dict(d.weights), "overlap": d.communication.overlap,
+                              "tokens_per_step": self.tokens_per_step,
+                              "sparse_attention_top_k": (None if d.sparse_attention is None
+                                                         else d.sparse_attention.top_k_tokens)},
+               "host": self.host.describe(),
+               "hidden_communication": "StepCost.hidden_s: communication overlapped by compute, not in the parts"}
+        if self.m.moe is not None:
+            out["experts"] = {"slots_per_device": lay.expert_slots_per_layer * lay.expert_share_per_device,
+                              "placement_imbalance": self.layers.base_imbalance,
+                              "statistical_imbalance": d.experts.statistical_imbalance,
+                              "cold_experts_per_layer": lay.cold_experts, "cold_traffic_share": self.layers.cold_share}
+        return out
+
+    # -- composition ------------------------------------------------------------------------------------------
+    def _works(self, b: BatchShape, split: int) -> tuple[Work, list[tuple[Work, float]], float, float, float]:
+        """The busiest device's work per micro-batch; the MTP draft steps' works with their LM-head rows; the
+        decode-context factor; the main LM-head rows; the rank's tokens per iteration."""
+        dp, q = self.dep.dp, 1 + self.draft_tokens
+        fp, fd, fs = _share(b.prefill_seqs, dp), _share(b.decode_seqs, dp), _share(b.sampled_seqs, dp)
+        rank_tokens = fp * b.prefill_tokens + fd * b.decode_seqs * q
+        group = b.prefill_tokens + b.decode_seqs * q if self.dep.ep > 1 else rank_tokens
+        g = 1.0 / split
+        main = Work(rank_tokens * g, fp * b.prefill_tokens * g, fp * b.prefill_q_ctx_sum * g,
+                    fp * b.prefill_q_sq_sum * g, fp * b.prefill_kv_tokens * g, fd * b.decode_seqs * g, q, group * g)
+        drafts = []
+        for i in range(self.draft_tokens):  # draft step i: one token per decoding sequence (+ the prompts, first)
+            pf = fp * g if i == 0 else 0.0
+            dec = fd * b.decode_seqs * g
+            tokens = pf * b.prefill_tokens + dec
+            grp = (b.prefill_tokens * (i == 0) + b.decode_seqs) * g if self.dep.ep > 1 else tokens
+            drafts.append((Work(tokens, pf * b.prefill_tokens, pf * b.prefill_q_ctx_sum, pf * b.prefill_q_sq_sum,
+                                pf * b.prefill_kv_tokens, dec, 1, grp), fs * b.sampled_seqs * g))
+        head_rows = (fs * b.sampled_seqs + fd * b.decode_seqs * (q - 1)) * g
+        return main, drafts, fd * g, head_rows, rank_tokens
+
+    def _overlapped(self, lc: LayerCost, u: int) -> tuple[dict, Any]:
+        """One layer's parts for u pieces: compute in full; `communication` = the exposed communication (all of
+        it without overlap; max(2c + 2x f, 2x) - 2c with two micro-batches, f = comm_sms / sms: while a
+        communication kernel runs it holds that share of the SMs, so compute under it loses x f) plus the host
+        fetches; and the once-per-pass fill min(c, x) of the overlap (0 without)."""
+        parts = dict(lc.compute) if u == 1 else {k: u * lc.compute[k] for k in COMPUTE_PARTS}
+        if u == 2:
+            c = lc.compute_s()
+            exposed, fill = _max(2 * c + 2 * lc.comm_s * self.sm_frac, 2 * lc.comm_s) - 2 * c, _min(c, lc.comm_s)
+        else:
+            exposed, fill = lc.comm_s, 0.0
+        parts["communication"] = exposed + u * lc.fetch_s
+        return parts, fill
+
+    def _stage(self, st, kinds: dict, draft: list, head_s: float, u: int):
+        """(parts, hidden communication, launches) of one micro-batch slot of stage `st`."""
+        parts: dict[str, Any] = dict.fromkeys(COMPUTE_PARTS + ("communication",), 0.0)
+        comm_work, fetch, launches = 0.0, 0.0, 0
+        layers = [(kinds[kind], n, kind == (st.moe_layers > 0))
+                  for kind, n in ((False, st.dense_layers), (True, st.moe_layers)) if n]
+        if st.last:
+            parts["dense_gemm"] = u * head_s
+            launches += u
+            layers += [(lc, 1, True) for lc, _ in draft]
+            for _, extra_s in draft:
+                parts["dense_gemm"] = parts["dense_gemm"] + u * extra_s
+                launches += 2 * u
+        for lc, n, with_fill in layers:
+            lp, fill = self._overlapped(lc, u)
+            for k in parts:
+                parts[k] = parts[k] + n * lp[k]
+            if with_fill:
+                parts["communication"] = parts["communication"] + fill
+            comm_work = comm_work + n * u * lc.comm_s
+            fetch += n * u * lc.fetch_s
+            launches += n * u * lc.launches
+        return parts, _max(0.0, comm_work - (parts["communication"] - fetch)), launches
+
+    def _price(self, b: BatchShape, ctx, form: bool = False):
+        """(total, parts, hidden communication) of shape b with decode_ctx_sum = ctx: floats for one context, arrays
+        (elementwise the same arithmetic) for an array of contexts. With `form`, a fourth item: the `MixedForm`
+        of b's shape when its time is affine in the per-layer decode attention, else None."""
+        dep, lay, lp = self.dep, self.lay, self.layers
+        q = 1 + self.draft_tokens
+        rank_est = _share(b.prefill_seqs, dep.dp) * b.prefill_tokens + _share(b.decode_seqs, dep.dp) * b.decode_seqs * q
+        u = 2 if dep.communication.overlap == "two_micro_batches" and rank_est >= 2 else 1
+        mb = dep.micro_batches
+        main, drafts, ctx_factor, head_rows, rank_tokens = self._works(b, mb * u)
+        ctx = ctx * ctx_factor
+        kinds = {}
+        if self._dense_layers:
+            kinds[False] = lp.layer(main, ctx, moe=False)
+        if self._moe_layers:
+            kinds[True] = lp.layer(main, ctx, moe=True)
+        draft = [(lp.layer(w, ctx, moe=self.m.moe is not None), lp.eh_proj(w.tokens) + lp.lm_head(rows))
+                 for w, rows in drafts]
+        head_s = lp.lm_head(head_rows)
+        best: Any = None  # (Any: floats for one context, arrays over a run's contexts)
+        for st in lay.stages:
+            parts, hidden, launches = self._stage(st, kinds, draft, head_s, u)
+            t: Any = 0.0
+            for k in parts:
+                t = t + parts[k]
+            if best is None:
+                best = (t, parts, hidden, launches)
+            else:  # the slowest stage sets the slot, step by step
+                slower = t > best[0]
+                best = (_where(slower, t, best[0]), {k: _where(slower, parts[k], best[1][k]) for k in parts},
+                        _where(slower, hidden, best[2]), max(launches, best[3]))
+        assert best is not None  # (a layout has at least one stage)
+        _, parts, hidden, launches = best
+        slots = mb + (dep.pp - 1 if dep.pp_bubble else 0)
+        send = self.links.pp_send_s(main.tokens * u * self.m.hidden_size * 2.0)
+        out = {k: slots * v for k, v in parts.items()}
+        out["communication"] = out["communication"] + slots * send
+        gpu: Any = 0.0
+        for k in COMPUTE_PARTS + ("communication",):
+            gpu = gpu + out[k]
+        out["overhead"] = self.host.seconds(slots * launches, gpu, rank_tokens)
+        total: Any = 0.0
+        for k in PARTS:
+            total = total + out[k]
+        if not form:
+            return total, out, slots * hidden
+        # One stage, no overlap, no drafts: every layer adds the same decode attention a to its attention part
+        # and nothing else depends on it, so gpu time and the attention part move by slots x layers x a.
+        affine = u == 1 and len(lay.stages) == 1 and not drafts and b.decode_seqs > 0
+        st = lay.stages[0]
+        if not affine:
+            return total, out, slots * hidden, None
+        return total, out, slots * hidden, MixedForm(
+            self._attention_values(main, ctx_factor), float(lp.decode_attention(main, ctx)),
+            slots * (st.dense_layers + st.moe_layers), {k: float(out[k]) for k in PARTS}, float(gpu),
+            float(slots * hidden), self.host, slots * launches, rank_tokens)
+
+    def _attention_values(self, main: Work, ctx_factor: float) -> ContextValues:
+        """The per-layer decode attention of `main`'s decodes at each decode context sum (shared by the mixed forms
+        with the same decode work)."""
+        key = (main.decode_seqs, main.queries, ctx_factor)
+        values = self._attention.get(key)
+        if values is None:
+            if len(self._attention) > 10_000:
+                self._attention.clear()
+            w, lp = main, self.layers
+            values = self._attention[key] = ContextValues(lambda ctx_sums: lp.decode_attention(w, ctx_sums * ctx_factor))
+        return values
+
+    # -- the CostModel surface --------------------------------------------------------------------------------
+    def step_cost(self, b: BatchShape) -> StepCost:
+        """The iteration's cost. Decode-only shapes read their context table (what runs read); mixed shapes use
+        their kept form where they have one; the rest is kept by exact shape (`sim.core.cost.tables`)."""
+        return self.steps.step_cost(b)
+
+    def _price_step(self, b: BatchShape) -> StepCost:
+        """A shape the tables do not hold: a mixed shape from its form (mixed shapes rarely repeat exactly, so they
+        are not kept), else priced in full and kept by exact shape."""
+        if b.decode_seqs and b.prefill_seqs:
+            cost = self._mixed_step(b)
+            if cost is not None:
+                return cost
+        total, parts, hidden = self._price(b, float(b.decode_ctx_sum))
+        cost = StepCost(total_s=float(total), parts={k: float(parts[k]) for k in PARTS}, hidden_s=float(hidden))
+        self.steps.keep(b, cost)
+        return cost
+
+    def _mixed_step(self, b: BatchShape) -> StepCost | None:
+        """A step with prefill chunks and decodes, priced from the form kept for its shape (b without its context
+        sum) when its time is affine in the per-layer decode attention (`MixedForm`): only the decode attention
+        is priced anew. None when the shape is known to have no such form (the caller prices it in full)."""
+        key = shape_key(b)
+        if key not in self._forms:
+            total, parts, hidden, form = self._price(b, float(b.decode_ctx_sum), form=True)
+            if len(self._forms) > 100_000:
+                self._forms.clear()
+            self._forms[key] = form
+            return StepCost(total_s=float(total), parts={k: float(parts[k]) for k in PARTS}, hidden_s=float(hidden))
+        form = self._forms[key]
+        return None if form is None else form.at(b.decode_ctx_sum)
+
+    def decode_steps(self, b: BatchShape, steps: int) -> tuple[StepTable, int, int]:
+        """A run of `steps` decode-only iterations of the same sequences, the first of shape b, every context one
+        token longer per step: (table, first, stride) such that step j costs `table.times[first + j * stride]`
+        (the simulator's hot path: the run is a strided slice of this shape's table of step costs over a window of
+        context sums, `sim.core.cost.tables`)."""
+        return self.steps.decode_steps(b, steps)
+
+    def decode_run(self, b: BatchShape, steps: int, ctx_sums=None, with_hidden: bool = False, compact: bool = False):
+        """Step times of `steps` consecutive decode-only iterations of the same sequences, the first of shape `b`;
+        step j has decode_ctx_sum = ctx_sums[j] (default: every context one token longer per step). Returns the
+        totals and the parts per step (arrays), and the hidden communication per step when `with_hidden`.
+        Element j equals `step_cost(b with decode_ctx_sum = ctx_sums[j])` exactly. With `compact`, parts and
+        hidden that do not change from step to step stay floats."""
+        if ctx_sums is None:
+            table, first, stride = self.decode_steps(b, steps)
+            return table.run_arrays(first, stride, steps, with_hidden, compact)
+        ctx_sums = np.asarray(ctx_sums, dtype=np.float64)
+        if len(ctx_sums) != steps:
+            raise ValueError(f"ctx_sums has {len(ctx_sums)} entries for {steps} steps")
+        total, parts, hidden = self._price(b, ctx_sums)
+        return StepTable.priced(0, steps, total, parts, hidden).run_arrays(0, 1, steps, with_hidden, compact)

@@ -1,0 +1,280 @@
+"""Step costs kept for reuse, read for every iteration the simulator plans.
+
+Per decode-only shape (a `BatchShape` without its context sum) a `StepTable` holds the step costs over a window
+of context sums; a run of decode iterations whose contexts grow by one token per sequence per step is a strided
+slice of it (`decode_steps`), and the simulator sums its times in compiled loops, without per-run arrays. Shapes
+with prefill chunks are kept by exact shape, or, for mixed shapes (prefill chunks and decodes), as a `MixedForm`
+whose only context-dependent term, the decode attention, is read from `ContextValues`. `StepTables` owns the
+caches; the pricing itself comes from the cost model through callbacks (`sim.core.cost.roofline`). Compiled with mypyc
+(setup.py).
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any, Final
+
+import numpy as np
+
+from sim.core.cost.base import PARTS, BatchShape, StepCost
+
+# Entries held in all tables of one cost model (each: a Python float for the total, 32 bytes with its list slot,
+# plus 8 bytes per part that varies with the context: 40-56 MB at most; larger caps were measured no faster on
+# ecommerce_peak and deepseek_v3_day).
+TABLE_ENTRIES = 1 << 20
+_N_PARTS: Final = len(PARTS)
+EXACT_ENTRIES = 200_000  # shapes kept by exact shape (prefill chunks rarely repeat exactly)
+
+
+def shape_key(b: BatchShape) -> tuple:
+    """b without its context sum: what a decode shape's table, or a mixed shape's form, is kept under (a plain
+    tuple of typed items: slicing or `_replace` is slower, and this runs for every iteration planned)."""
+    return (b[0], b[1], b[2], b[3], b[4], b[5], b[7])
+
+
+def _compact(value: Any) -> Any:
+    """A priced value over an array of contexts: the array when it varies with the context, else a float."""
+    return value if np.ndim(value) else float(value)
+
+
+class StepTable:
+    """Step costs at context sums lo..hi-1 of one decode-only shape (or, from `StepTable.priced`, of any run).
+
+    `times[i]` is the iteration's total at context sum lo + i, a list of Python floats: bit for bit what pricing
+    that one step gives (the array and float paths of the composition are the same IEEE operations;
+    tests/cost/test_decode_run.py), so a run summed from it equals stepping. `parts` maps each part to a float
+    when it is the same at every context, else to a read-only array over the contexts; `hidden` likewise."""
+
+    def __init__(self, lo: int, hi: int, times: list[float], parts: dict[str, Any], hidden: Any) -> None:
+        self.lo = lo
+        self.hi = hi
+        self.times = times
+        self.parts = parts
+        self.hidden = hidden
+        # The parts in PARTS order as a vector: constants, and which positions vary instead.
+        self.const_vec: list[float] = [0.0 if isinstance(parts[k], np.ndarray) else float(parts[k]) for k in PARTS]
+        self.const_idx: list[int] = [j for j, k in enumerate(PARTS) if not isinstance(parts[k], np.ndarray)]
+        self.varying_idx: list[int] = [j for j, k in enumerate(PARTS) if isinstance(parts[k], np.ndarray)]
+        for v in (hidden, *parts.values()):  # runs may hand out views: nothing may write into the table
+            if isinstance(v, np.ndarray):
+                v.setflags(write=False)
+
+    @staticmethod
+    def priced(lo: int, hi: int, total: Any, parts: dict[str, Any], hidden: Any) -> StepTable:
+        """A table from the cost model's results over contexts lo..hi-1 (arrays, or floats where constant)."""
+        times: list[float] = np.broadcast_to(np.asarray(total, dtype=np.float64), (hi - lo,)).tolist()
+        return StepTable(lo, hi, times, {k: _compact(parts[k]) for k in PARTS}, _compact(hidden))
+
+    @staticmethod
+    def join(old: StepTable | None, pieces: list[StepTable]) -> StepTable:
+        """`old` extended by adjacent `pieces` below and/or above it (or the one piece when there is no old)."""
+        tables = list(pieces) if old is None else [*pieces, old]
+        tables.sort(key=lambda t: t.lo)
+        if len(tables) == 1:
+            return tables[0]
+        times: list[float] = []
+        for t in tables:
+            times.extend(t.times)
+
+        def cat(values: list[Any]) -> Any:
+            return np.concatenate(values) if isinstance(values[0], np.ndarray) else values[0]
+        return StepTable(tables[0].lo, tables[-1].hi, times, {k: cat([t.parts[k] for t in tables]) for k in PARTS},
+                         cat([t.hidden for t in tables]))
+
+    def step(self, ctx_sum: int) -> StepCost:
+        """The StepCost at one context sum."""
+        i = ctx_sum - self.lo
+        parts = dict(self.parts)
+        for j in self.varying_idx:
+            k = PARTS[j]
+            parts[k] = float(parts[k][i])
+        hidden = float(self.hidden[i]) if isinstance(self.hidden, np.ndarray) else float(self.hidden)
+        return StepCost(self.times[i], parts, hidden)
+
+    def run_parts(self, first: int, stride: int, n: int, busy_s: float) -> tuple[list[float], float]:
+        """Each part's seconds (PARTS order) over the n steps first, first + stride, ... (whose times sum to
+        busy_s), and their hidden communication. Constant parts are multiplied; when one part varies (decode
+        attention, as a rule) it is the busy time minus the others (the parts sum to the total), which saves
+        summing it."""
+        out = [0.0] * _N_PARTS
+        const, rest = self.const_vec, 0.0
+        for j in self.const_idx:
+            v = const[j] * n
+            out[j] = v
+            rest += v
+        varying = self.varying_idx
+        if len(varying) == 1:
+            out[varying[0]] = max(0.0, busy_s - rest)
+        else:
+            for j in varying:
+                out[j] = _strided_sum(self.parts[PARTS[j]], first, stride, n)
+        hidden = self.hidden
+        hidden_s = _strided_sum(hidden, first, stride, n) if isinstance(hidden, np.ndarray) else float(hidden) * n
+        return out, hidden_s
+
+    def run_arrays(self, first: int, stride: int, steps: int, with_hidden: bool, compact: bool) -> tuple:
+        """The run's steps as arrays (the `decode_run` surface): totals, parts and hidden per step; with `compact`,
+        what is constant stays a float."""
+        idx = np.arange(steps) * stride + first
+        total = np.asarray(self.times, dtype=np.float64)[idx]
+        parts: dict[str, Any] = {}
+        for k, v in self.parts.items():
+            if isinstance(v, np.ndarray):
+                parts[k] = v[idx]
+            else:
+                parts[k] = float(v) if compact else np.full(steps, float(v))
+        h = self.hidden
+        hidden = h[idx] if isinstance(h, np.ndarray) else (float(h) if compact else np.full(steps, float(h)))
+        return (total, parts, hidden) if with_hidden else (total, parts)
+
+
+def _strided_sum(values: Any, first: int, stride: int, n: int) -> float:
+    if stride == 0:
+        return float(values[first]) * n
+    return float(values[first:first + n * stride:stride].sum())
+
+
+class StepTables:
+    """A cost model's kept step costs: context tables for decode-only shapes and exact shapes for the rest.
+
+    `price_contexts(shape, contexts)` prices `shape` at an array of context sums ((total, parts, hidden), arrays or
+    floats); `price_step(shape)` prices any shape not kept (the cost model may `keep` it)."""
+
+    def __init__(self, price_contexts: Callable[[BatchShape, Any], tuple[Any, Any, Any]],
+                 price_step: Callable[[BatchShape], StepCost], max_entries: int = TABLE_ENTRIES) -> None:
+        self.price_contexts = price_contexts
+        self.price_step = price_step
+        self.max_entries = max_entries
+        self.tables: OrderedDict[tuple, StepTable] = OrderedDict()  # BatchShape fields but the context sum
+        self.entries = 0
+        self.exact: dict[BatchShape, StepCost] = {}
+
+    def step_cost(self, b: BatchShape) -> StepCost:
+        """The iteration's cost: a decode-only shape from its context table, a kept shape as kept, else priced."""
+        if b.decode_seqs and not b.prefill_seqs:
+            table = self.table(b, b.decode_ctx_sum)
+            if table is not None:
+                return table.step(b.decode_ctx_sum)
+        cost = self.exact.get(b)
+        return self.price_step(b) if cost is None else cost
+
+    def keep(self, b: BatchShape, cost: StepCost) -> None:
+        """Keep an exactly priced shape (up to EXACT_ENTRIES of them)."""
+        if len(self.exact) < EXACT_ENTRIES:
+            self.exact[b] = cost
+
+    def decode_steps(self, b: BatchShape, steps: int) -> tuple[StepTable, int, int]:
+        """A run of `steps` decode-only iterations of the same sequences, the first of shape b, every context one
+        token longer per step: (table, first, stride) such that step j is `table.times[first + j * stride]`."""
+        if b.decode_seqs:
+            table = self.table(b, b.decode_ctx_sum + b.decode_seqs * (steps - 1))
+            if table is not None:
+                return table, b.decode_ctx_sum - table.lo, b.decode_seqs
+        ctx_sums = b.decode_ctx_sum + b.decode_seqs * np.arange(steps, dtype=np.float64)
+        total, parts, hidden = self.price_contexts(b, ctx_sums)
+        return StepTable.priced(0, steps, total, parts, hidden), 0, 1
+
+    def table(self, b: BatchShape, last_ctx_sum: int) -> StepTable | None:
+        """The step-cost table of b's shape covering context sums b.decode_ctx_sum..last_ctx_sum: found, extended
+        (each growth adds at least the width it had, so every entry is priced O(1) times), or built. Tables are
+        evicted least recently used first to stay within `max_entries`; None when one table alone would exceed
+        it."""
+        key = shape_key(b)
+        first = b.decode_ctx_sum
+        tables = self.tables
+        table = tables.get(key)
+        lo = hi = 0
+        if table is not None:
+            tables.move_to_end(key)
+            if table.lo <= first and last_ctx_sum < table.hi:
+                return table
+            width = table.hi - table.lo
+            if last_ctx_sum < table.lo - width or first >= table.hi + width:
+                table = None  # far from what the table holds: start a new one here rather than fill the gap
+            else:
+                lo = table.lo if first >= table.lo else max(0, first - width)
+                hi = table.hi if last_ctx_sum < table.hi else last_ctx_sum + 1 + width
+        if table is None:
+            lo, hi = max(0, first - 256), last_ctx_sum + 1 + max(1024, last_ctx_sum + 1 - first)
+        if hi - lo > self.max_entries:
+            return None
+        base = b._replace(decode_ctx_sum=0)
+        segments = [(lo, hi)] if table is None else [(lo, table.lo), (table.hi, hi)]
+        pieces = []
+        for a, z in segments:
+            if z > a:
+                total, parts, hidden = self.price_contexts(base, np.arange(a, z, dtype=np.float64))
+                pieces.append(StepTable.priced(a, z, total, parts, hidden))
+        replaced = tables.pop(key, None)
+        if replaced is not None:
+            self.entries -= replaced.hi - replaced.lo
+        table = tables[key] = StepTable.join(table, pieces)
+        self.entries += table.hi - table.lo
+        while self.entries > self.max_entries and len(tables) > 1:
+            _, old = tables.popitem(last=False)
+            self.entries -= old.hi - old.lo
+        return table
+
+
+class ContextValues:
+    """A function of the decode context sum kept over a window of integer context sums: `at(c)` is `price` at c,
+    read from a list. The window grows geometrically towards the sums asked for (every value is priced O(1)
+    times) and starts afresh far away or past `max_width` (so it stays bounded)."""
+
+    def __init__(self, price: Callable[[Any], Any], max_width: int = 1 << 16) -> None:
+        self.price = price  # an array of context sums -> the values there (the same arithmetic as one sum)
+        self.max_width = max_width
+        self.lo = 0
+        self.values: list[float] = []
+
+    def at(self, ctx_sum: int) -> float:
+        i = ctx_sum - self.lo
+        if 0 <= i < len(self.values):
+            return self.values[i]
+        self._cover(ctx_sum)
+        return self.values[ctx_sum - self.lo]
+
+    def _cover(self, c: int) -> None:
+        lo, hi = self.lo, self.lo + len(self.values)
+        width = hi - lo
+        if not width or c < lo - width or c >= hi + width or 2 * width > self.max_width:
+            lo = max(0, c - 256)
+            self.lo, self.values = lo, self._priced(lo, c + 1024)
+        elif c < lo:
+            new_lo = max(0, c - width)
+            self.values = self._priced(new_lo, lo) + self.values
+            self.lo = new_lo
+        else:
+            self.values = self.values + self._priced(hi, c + 1 + width)
+
+    def _priced(self, lo: int, hi: int) -> list[float]:
+        values: list[float] = np.broadcast_to(np.asarray(self.price(np.arange(lo, hi, dtype=np.float64)),
+                                                         dtype=np.float64), (hi - lo,)).tolist()
+        return values
+
+
+class MixedForm:
+    """A mixed step's cost as a function of its decode context sum, for shapes where it is affine in the per-layer
+    decode attention a: the attention part and the GPU time are the reference step's plus slope x (a - a_ref);
+    the host overhead follows the GPU time when the step runs eagerly (it may be launch-bound). Equal to the full
+    composition up to rounding (tests/cost/test_decode_run.py)."""
+
+    def __init__(self, attention: ContextValues, a_ref: float, slope: float, parts: dict[str, float], gpu_ref: float,
+                 hidden_s: float, host: Any, launches: float, rank_tokens: float) -> None:
+        self.attention = attention  # the per-layer decode attention at each context sum
+        self.a_ref, self.slope = a_ref, slope
+        self.parts = parts
+        self.gpu_ref, self.hidden_s = gpu_ref, hidden_s
+        self.host = host  # sim.core.cost.host.HostOverhead
+        self.launches, self.rank_tokens = launches, rank_tokens
+        self.graphed: bool = bool(host.graphed(rank_tokens))
+        self.graphed_s = float(host.step_overhead_s)
+
+    def at(self, ctx_sum: int) -> StepCost:
+        d = self.slope * (self.attention.at(ctx_sum) - self.a_ref)
+        parts = dict(self.parts)
+        parts["attention"] += d
+        gpu = self.gpu_ref + d
+        overhead = self.graphed_s if self.graphed else float(self.host.seconds(self.launches, gpu, self.rank_tokens))
+        parts["overhead"] = overhead
+        return StepCost(gpu + overhead, parts, self.hidden_s)

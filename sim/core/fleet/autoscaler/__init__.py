@@ -1,0 +1,28 @@
+"""Autoscaling policies (key = yaml name in `conf/autoscaler/`); `base.py` holds the protocol and the driver."""
+from __future__ import annotations
+
+from sim.core.fleet.autoscaler.base import Autoscaler, run_autoscaler
+from sim.core.fleet.autoscaler.fixed import FixedScaler
+from sim.core.fleet.autoscaler.predictive import PredictiveScaler
+from sim.core.fleet.autoscaler.reactive import ReactiveScaler
+from sim.core.fleet.autoscaler.scheduled import ScheduledScaler
+
+AUTOSCALERS = {
+    "fixed": FixedScaler,
+    "reactive": ReactiveScaler,
+    "predictive": PredictiveScaler,
+    "scheduled": ScheduledScaler,
+}
+
+
+def make_autoscaler(name: str, params: dict, *, arrival_times_s=None) -> Autoscaler:
+    try:
+        factory = AUTOSCALERS[name]
+    except KeyError:
+        raise KeyError(f"unknown autoscaler {name!r}; valid: {', '.join(AUTOSCALERS)}") from None
+    if name == "predictive":
+        return factory(**params, arrival_times_s=arrival_times_s)
+    return factory(**params)
+
+
+__all__ = ["AUTOSCALERS", "Autoscaler", "FixedScaler", "make_autoscaler", "run_autoscaler"]

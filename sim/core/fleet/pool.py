@@ -1,0 +1,218 @@
+"""A pool: identical instances (hardware + model + formats + parallelism) that start, serve and drain.
+
+The pool owns its instances' lifecycle; autoscalers only say how many they want (`scale_to`). Scale-up uses a
+pre-loaded warm replica when one is kept (`warm_spares`), else a cold start; scale-down drains the least-loaded
+active instances, so no request in flight is ever dropped.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from collections import deque
+from collections.abc import Callable
+
+import simpy
+import yaml
+
+from inferplan.errors import InputError
+from inferplan.specs import CONF_DIR, load_hardware, load_model
+from sim.config import PoolConfig, RunConfig, instance_bounds
+from sim.core.cost.factory import build_pool_pricing
+from sim.core.fleet.cold_start import ColdStart
+from sim.core.instance import engine as engine_presets
+from sim.core.instance.batching import make_policy
+from sim.core.instance.batching.base import BatchingPolicy
+from sim.core.instance.batching.engine import EngineBatching
+from sim.core.instance.instance import Instance
+from sim.core.instance.kv_cache import BlockManager
+from scenarios.rng import stream
+
+def _group_defaults(policy: str) -> dict:
+    """The parameters of `conf/batching/<policy>.yaml` (a pool choosing its own batching policy)."""
+    data = yaml.safe_load((CONF_DIR / "batching" / f"{policy}.yaml").read_text()) or {}
+    data.pop("name", None)
+    return data
+
+
+class Pool:
+    """Instances of one configuration, the router's hold queue, and per-pool counters."""
+
+    def __init__(self, env: simpy.Environment, name: str, p: PoolConfig, run: RunConfig, *, on_finish,
+                 on_first_token, hash_block_tokens: int = 512) -> None:
+        self.env, self.name, self.cfg, self.run = env, name, p, run
+        self.hardware, self.model = load_hardware(p.hardware), load_model(p.model)
+        self.where = f"scenario/{run.scenario.name}: pools.{name}"
+        self.engine = engine_presets.resolve(p.engine, run.engine, self.where)
+        if self.engine["name"] != "generic":  # the engine's memory defaults replace the pool's
+            util, block = engine_presets.memory_settings(self.engine, p.tp, p.gpu_memory_utilization, p.block_size_tokens)
+            p = self.cfg = dataclasses.replace(p, gpu_memory_utilization=util, block_size_tokens=block)
+        self.batching_name = p.batching_policy or run.batching_name
+        base = run.batching if self.batching_name == run.batching_name else _group_defaults(self.batching_name)
+        self.batching = {**base, **(p.batching or {})}
+        token_budget = int(self.batching.get("token_budget", self.batching.get("max_batch_tokens", 8192)))
+        if self.engine["name"] != "generic":
+            token_budget = int(self.engine.get("max_num_batched_tokens") or max(self.model.max_context_tokens, 2048))
+        self.pricing = build_pool_pricing(self.model, self.hardware, p, run.cost, token_budget=token_budget,
+                                          where=self.where)
+        self.memory, self.cost = self.pricing.memory, self.pricing.cost
+        mem = self.memory
+        # A decode-role pool receives prompts whose KV was computed elsewhere: it never schedules a prompt.
+        if (self.engine["name"] == "generic" and self.batching_name == "continuous" and p.role != "decode"
+                and token_budget < min(
+                self.model.max_context_tokens, getattr(mem, "blocks_per_rank", mem.num_blocks) * mem.block_size_tokens)):
+            raise InputError(self.where, "batching.token_budget", f"{token_budget} is below the model's context "
+                             f"({self.model.max_context_tokens}): long prompts could never be scheduled whole",
+                             "raise token_budget or use batching=chunked_prefill")
+        self.devices_per_instance = self.pricing.devices_per_instance
+        self.usd_per_hour = float(p.usd_per_hour if p.usd_per_hour is not None
+                                  else self.hardware.usd_per_hour * self.devices_per_instance)
+        # Under attention DP a request's KV lives on one rank: the longest request is bounded by one rank's blocks.
+        rank_tokens = getattr(mem, "blocks_per_rank", mem.num_blocks) * mem.block_size_tokens
+        self.max_request_tokens = min(self.model.max_context_tokens, rank_tokens)
+        try:
+            self.cold_start = ColdStart(**(p.cold_start or {}))
+        except TypeError as err:
+            raise InputError(self.where, "cold_start", str(err), "valid keys: provision_s, chunked_loading, "
+                             "load_bytes_per_s, warmup_s, warm_start_s") from None
+        self._on_finish, self._on_first_token = on_finish, on_first_token
+        self._hash_block_tokens = hash_block_tokens
+        self.instances: list[Instance] = []
+        self._active: list[Instance] | None = None  # `active`, kept until an instance changes state
+        self.held: deque = deque()  # requests queued at the router (every instance at its cap)
+        self.completed = 0
+        self.min_instances, self.max_instances = instance_bounds(p)  # (checked at load: sim/config.py)
+        self.warm_spares = 0
+        self._watchers: list[simpy.Event] = []  # woken when an instance becomes active or stops
+        for _ in range(p.instances):
+            self._new_instance().activate()
+
+    # -- instances --------------------------------------------------------------------------------------------
+    def _new_instance(self) -> Instance:
+        p, mem, hw = self.cfg, self.memory, self.hardware
+        kv = BlockManager(mem.num_blocks, mem.block_size_tokens, prefix_caching=p.prefix_caching,
+                          hash_block_tokens=self._hash_block_tokens, kv_bytes_per_token=mem.kv_bytes_per_token,
+                          tier2_capacity_bytes=p.kv_tier2_bytes,
+                          tier2_bandwidth_bytes_per_s=p.kv_tier2_bandwidth_bytes_per_s or hw.host_link_bandwidth_bytes_per_s)
+        policy: BatchingPolicy
+        try:
+            if self.engine["name"] != "generic":
+                params = engine_presets.policy_params(self.engine, self.model.max_context_tokens,
+                                                      mem.num_blocks * mem.block_size_tokens)
+                policy = EngineBatching(kv, **params)
+            else:
+                policy = make_policy(self.batching_name, kv, dict(self.batching))
+        except (TypeError, ValueError) as err:
+            raise InputError(f"conf/batching/{self.batching_name}.yaml", "parameters", str(err),
+                             "remove or rename the key") from None
+        index = len(self.instances)
+        inst = Instance(self.env, self.name, index, policy, kv, self.cost, self._on_finish,
+                        self.run.fast_forward, on_first_token=self._on_first_token, on_stopped=self._on_stopped,
+                        mtp_rng=stream(self.run.seed, f"mtp/{self.name}/{index}"), on_state=self._state_changed)
+        self.instances.append(inst)
+        return inst
+
+    def count(self, state: str) -> int:
+        return sum(1 for i in self.instances if i.state == state)
+
+    @property
+    def active(self) -> list[Instance]:
+        """The instances serving now, in index order (a list shared until an instance changes state: read it,
+        do not change it). Read for every request routed."""
+        if self._active is None:
+            self._active = [i for i in self.instances if i.state == "active"]
+        return self._active
+
+    def _state_changed(self) -> None:
+        self._active = None
+
+    @property
+    def provisioned(self) -> int:
+        """Instances that are or will be serving (active + starting); the autoscalers' unit."""
+        return sum(1 for i in self.instances if i.state in ("active", "starting"))
+
+    def _start(self, inst: Instance, delay_s: float):
+        yield self.env.timeout(delay_s)
+        if inst.state == "starting":
+            inst.activate()
+            self._notify()
+            self._on_capacity()
+
+    def start_instances(self, k: int) -> None:
+        """Bring up `k` more instances: warm spares first (switch-in only), cold starts for the rest."""
+        weights = self.memory.weight_bytes
+        for _ in range(k):
+            spare = next((i for i in self.instances if i.state == "warm"), None)
+            if spare is not None:
+                spare.state = "starting"
+                self.env.process(self._start(spare, self.cold_start.warm_start_s))
+                self._keep_spares()
+                continue
+            inst = self._new_instance()
+            self.env.process(self._start(inst, self.cold_start.total_s(weights)))
+
+    def _keep_spares(self) -> None:
+        """Keep `warm_spares` pre-loaded replicas (weights in device memory, not serving; billed)."""
+        missing = self.warm_spares - self.count("warm") - self.count("warming")
+        for _ in range(max(0, missing)):
+            inst = self._new_instance()
+            inst.state = "warming"
+            self.env.process(self._make_warm(inst))
+
+    def _make_warm(self, inst: Instance):
+        yield self.env.timeout(self.cold_start.total_s(self.memory.weight_bytes))
+        if inst.state == "warming":
+            inst.state = "warm"
+
+    def set_warm_spares(self, k: int) -> None:
+        self.warm_spares = max(0, int(k))
+        self._keep_spares()
+
+    def drain_instances(self, k: int) -> None:
+        """Drain `k` instances: starting ones first (they hold nothing), then the least-loaded active ones."""
+        for inst in [i for i in self.instances if i.state == "starting"][:k]:
+            inst.drain()
+            k -= 1
+        for inst in sorted(self.active, key=lambda i: (i.outstanding, -i.index))[:max(0, k)]:
+            inst.drain()
+
+    def scale_to(self, target: int) -> int:
+        """Aim for `target` provisioned instances within [min_instances, max_instances]; returns the target used."""
+        target = max(self.min_instances, min(self.max_instances, int(target)))
+        now = self.provisioned
+        if target > now:
+            self.start_instances(target - now)
+        elif target < now:
+            self.drain_instances(now - target)
+        return target
+
+    def replace_wave(self, instances: list[Instance], reload_s: float):
+        """Rolling update of `instances`: drain each (nothing dropped), load the new weights, serve again."""
+        for inst in instances:
+            inst.drain()
+        yield from self.wait_until(lambda: all(i.state == "stopped" for i in instances))
+        for _ in instances:
+            new = self._new_instance()
+            self.env.process(self._start(new, reload_s))
+
+    def wait_until(self, condition):
+        """Wait (in a SimPy process) until `condition()` holds; re-checked whenever an instance activates or stops."""
+        while not condition():
+            event = self.env.event()
+            self._watchers.append(event)
+            yield event
+
+    def _notify(self) -> None:
+        watchers, self._watchers = self._watchers, []
+        for event in watchers:
+            event.succeed()
+
+    # -- callbacks --------------------------------------------------------------------------------------------
+    def _on_stopped(self, inst: Instance) -> None:
+        self._notify()
+
+    def _on_capacity(self) -> None:
+        """An instance became active: the cluster may dispatch held requests (set by the cluster)."""
+        if self.on_capacity is not None:
+            self.on_capacity(self)
+
+    on_capacity: Callable[[Pool], None] | None = None

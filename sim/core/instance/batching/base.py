@@ -1,0 +1,145 @@
+"""Batching policies: how an instance forms each iteration from its `waiting` and `running` queues.
+
+Each policy implements `BatchingPolicy`. Adding one: a module in this package, one line in `POLICIES`
+(`__init__.py`), one yaml in `conf/batching/` named like the key.
+"""
+from __future__ import annotations
+
+from collections import deque
+from typing import Protocol
+
+from sim.core.instance.batch import ScheduledBatch
+from sim.core.instance.kv_cache import BlockManager
+from sim.core.instance.request_state import SimRequest
+
+
+class BatchingPolicy(Protocol):
+    """Forms iterations for one instance.
+
+    `schedule(now)` returns the next batch, a float wake-up time (simulated s, > now) when the policy is
+    deliberately waiting (e.g. for a batch to fill), or None when it has nothing to do. `steady_steps(batch)`
+    says how many decode iterations from `batch` on can be priced as one run (0 or 1: step normally);
+    `joins_next_boundary()` whether a request that just arrived during such a run could join at its next
+    iteration boundary (the run is cut there only then). `update_from_output`
+    advances every scheduled request by its tokens at time `now` (the end of the iteration) and returns the
+    requests that finished. Guarantees: a request is in at most one of `waiting`/`running`; KV blocks are
+    allocated through `kv` only, so INV-KV holds.
+    """
+
+    waiting: deque[SimRequest]
+    running: list[SimRequest]
+
+    def add_request(self, req: SimRequest, now: float) -> None: ...
+
+    def schedule(self, now: float) -> ScheduledBatch | float | None: ...
+
+    def steady_steps(self, batch: ScheduledBatch) -> int: ...
+
+    def joins_next_boundary(self) -> bool: ...
+
+    def update_from_output(self, batch: ScheduledBatch, now: float) -> list[SimRequest]: ...
+
+
+def complete(req: SimRequest, now: float, kv: BlockManager) -> None:
+    """The request emitted its last token at `now`: it is done and its KV is released."""
+    req.finish_s = now
+    req.status = "completed"
+    kv.free(req.request_id)
+
+
+def advance(batch: ScheduledBatch, now: float, kv: BlockManager, running: list[SimRequest]) -> list[SimRequest]:
+    """Apply an iteration's results: computed tokens grow; a request that caught up with its known tokens
+    samples one output token (its first at the end of the prefill); finished requests free their KV."""
+    finished = []
+    for req, n in batch.items:  # (runs once per request per iteration: locals instead of repeated lookups)
+        c, prompt = req.num_computed_tokens, req.prompt_tokens
+        if c < prompt <= c + n:
+            kv.publish(req.request_id, req.prefix_hashes, prompt)
+        c += n
+        req.num_computed_tokens = c
+        if c == prompt + req.num_output_tokens:  # caught up with its known tokens
+            out = req.num_output_tokens = req.num_output_tokens + 1
+            if out == 1:
+                req.first_token_s = now
+            if out >= req.output_tokens:
+                complete(req, now, kv)
+                finished.append(req)
+            elif out == 1 and req.handoff:
+                # Disaggregated prefill: the request leaves this instance after its first token; its KV moves
+                # to a decode pool (the cluster prices the transfer), so the blocks here are released.
+                kv.free(req.request_id)
+                finished.append(req)
+    if finished:
+        done = {r.request_id for r in finished}
+        running[:] = [r for r in running if r.request_id not in done]
+    return finished
+
+
+def match_prefix(kv: BlockManager, req: SimRequest) -> float:
+    """On (re)admission of a request with nothing computed: skip the cached part of its prompt. Returns the
+    seconds needed to load second-tier entries (0 when none). Undo with `kv.free(req.request_id)` and
+    `req.num_computed_tokens = req.cached_tokens = 0` if the request is not admitted after all."""
+    if req.num_computed_tokens or req.prefix_hashes is None:
+        return 0.0
+    cached, load_s = kv.match_prefix(req.request_id, req.prefix_hashes, req.prompt_tokens)
+    req.num_computed_tokens = req.cached_tokens = cached
+    return load_s
+
+
+def unmatch_prefix(kv: BlockManager, req: SimRequest) -> None:
+    kv.free(req.request_id)
+    req.num_computed_tokens = req.cached_tokens = 0
+
+
+def steady_decode_steps(batch: ScheduledBatch, kv: BlockManager) -> int:
+    """How many iterations, starting with `batch`, can be priced as one run: from the second on, the same
+    decode-only membership, with no finish before the last of them and with KV growth that fits the free blocks
+    (so no eviction or preemption can occur). The first may also finish prefills (a whole prompt, or the recompute
+    of a preempted request) whose requests then decode with the rest: the common life of a request that arrives
+    at an idle instance, one event instead of two. Not when a prefill publishes prefix-cache blocks or hands the
+    request to another pool after its first token (both act at that step's end), nor after a second-tier load.
+    0 or 1 means step normally. The caller guarantees that nothing can join in between until an arrival cuts
+    the run short."""
+    items = batch.items
+    if batch.load_s:
+        return 0
+    if batch.shape.prefill_seqs:
+        for req, n in items:
+            if (req.num_computed_tokens + n != req.prompt_tokens + req.num_output_tokens
+                    or req.prefix_hashes is not None or req.handoff):
+                return 0
+    steps = min(req.output_tokens - req.num_output_tokens for req, _ in items)
+    if steps < 2:
+        return 0
+    free = kv.free_blocks
+    while steps >= 2:
+        # KV after `steps` iterations: each request holds its tokens after the first (c + n) plus steps - 1.
+        need = sum(kv._own_blocks_for(req.request_id, req.num_computed_tokens + n + steps - 1)
+                   - kv.held(req.request_id) for req, n in items)
+        if need <= free:
+            return steps
+        steps //= 2
+    return 0
+
+
+def bulk_decode(items: list[tuple[SimRequest, int]], steps: int, kv: BlockManager) -> None:
+    """Apply `steps` decode iterations at once (none of which finishes a request): each request computes and
+    emits `steps` tokens; KV grows accordingly (guaranteed to fit by `steady_decode_steps`)."""
+    for req, _ in items:
+        req.num_computed_tokens += steps
+        req.num_output_tokens += steps
+        ok = kv.grow(req.request_id, req.num_computed_tokens + 1)
+        assert ok, "INV-2: bulk decode outgrew the KV blocks it checked"
+
+
+def accept_tokens(req: SimRequest, k: int, now: float, kv: BlockManager, running: list[SimRequest]) -> bool:
+    """Speculative decoding: `k` extra tokens accepted in the step that just ended (their KV was reserved through
+    the policy's lookahead slots). Returns True when that finishes the request (its KV is freed, it leaves
+    `running`)."""
+    req.num_computed_tokens += k
+    req.num_output_tokens += k
+    if req.num_output_tokens < req.output_tokens:
+        return False
+    complete(req, now, kv)
+    running.remove(req)
+    return True

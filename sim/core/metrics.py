@@ -1,0 +1,236 @@
+"""Per-request records, the sampled time series and the run summary.
+
+Requests are written into preallocated columns when they finish or are rejected (no per-request objects are
+kept afterwards); gauges (queues, KV, instances, busy time, cost) are sampled every `sample_interval_s` by a
+chain of SimPy timeouts. Percentiles over time are computed afterwards from the request columns.
+"""
+from __future__ import annotations
+
+import math
+from array import array
+
+import numpy as np
+
+from scenarios.workload import Workload
+from sim.core.fleet.pool import Pool
+from sim.core.instance.instance import Instance
+from sim.core.instance.request_state import SimRequest
+
+STATUS = ("completed", "rejected", "unfinished")
+_STATUS_INDEX = {s: i for i, s in enumerate(STATUS)}
+ROWS_PER_BLOCK = 4096  # sampled rows gathered before they move to the typed arrays
+TS_COLUMNS = ("t_s", "arrivals", "completions", "queued", "running", "instances", "kv_utilization", "busy_fraction",
+              "cost_usd", "overload_level")
+POOL_COLUMNS = ("t_s", "pool", "starting", "warm", "active", "draining", "queued", "running", "kv_utilization",
+                "busy_fraction")
+
+
+class RequestRecorder:
+    """Columns of `requests.parquet`, one row per workload request, filled as requests end."""
+
+    def __init__(self, workload: Workload, pool_names: list[str]) -> None:
+        n = len(workload)
+        self.workload = workload
+        self.pool_names = pool_names
+        # Typed arrays (array.array: an element write from compiled code costs a fraction of a numpy one), read
+        # as numpy arrays without a copy by `columns`.
+        self.cached_tokens = array("q", bytes(8 * n))
+        self.pool = array("h", [-1]) * n
+        self.instance = array("i", [-1]) * n
+        self.status = array("b", [2]) * n  # index into STATUS; unfinished until recorded
+        self.reject_reason: dict[int, str] = {}
+        self.first_token_s = array("d", [math.nan]) * n
+        self.finish_s = array("d", [math.nan]) * n
+        self.itl_max_s = array("d", [math.nan]) * n
+        self.preemptions = array("i", bytes(4 * n))
+        self.fallback = array("b", bytes(n))
+        self.prefill_pool = array("h", [-1]) * n
+        self.arrived = 0
+        self._pool_index = {p: i for i, p in enumerate(pool_names)}
+
+    def on_arrival(self, req: SimRequest) -> None:
+        self.arrived += 1
+
+    def record(self, req: SimRequest, *, ended: bool = True) -> None:
+        """Write the request's row: when it ended (completed or rejected), or, with `ended=False`, what an
+        unfinished request had reached when the run stopped (its status stays `unfinished`)."""
+        i = req.request_id
+        if ended:
+            self.status[i] = _STATUS_INDEX[req.status]
+            if req.reject_reason:
+                self.reject_reason[i] = req.reject_reason
+            self.finish_s[i] = req.finish_s
+        self.pool[i] = self._pool_index.get(req.pool, -1)
+        self.instance[i] = req.instance
+        self.first_token_s[i] = req.first_token_s
+        self.itl_max_s[i] = req.itl_max_s
+        # (the columns start at their defaults: zero, False, no pool; only what differs is written)
+        if req.cached_tokens:
+            self.cached_tokens[i] = req.cached_tokens
+        if req.preemptions:
+            self.preemptions[i] = req.preemptions
+        if req.fallback:
+            self.fallback[i] = True
+        if req.prefill_pool:
+            self.prefill_pool[i] = self._pool_index.get(req.prefill_pool, -1)
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """The `requests.parquet` columns (see docs/results.md), for the requests that arrived."""
+        wl, n = self.workload, self.arrived
+        arrival = wl.arrival_s[:n]
+        out_tok = wl.output_tokens[:n]
+        first, finish = _numpy(self.first_token_s, n), _numpy(self.finish_s, n)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            tpot = np.where(out_tok > 1, (finish - first) / np.maximum(out_tok - 1, 1), np.nan)
+        pool_names = np.array([""] + list(self.pool_names), dtype=object)
+        return {
+            "request_id": np.arange(n, dtype=np.int64),
+            "arrival_s": arrival,
+            "prompt_tokens": wl.prompt_tokens[:n],
+            "output_tokens": out_tok,
+            "cached_tokens": _numpy(self.cached_tokens, n),
+            "request_class": np.array(wl.class_names, dtype=object)[wl.request_class[:n]],
+            "pool": pool_names[_numpy(self.pool, n) + 1],
+            "instance": _numpy(self.instance, n),
+            "status": np.array(STATUS, dtype=object)[_numpy(self.status, n)],
+            "reject_reason": np.array([self.reject_reason.get(i, "") for i in range(n)], dtype=object),
+            "first_token_s": first,
+            "finish_s": finish,
+            "ttft_s": first - arrival,
+            "tpot_s": tpot,
+            "e2e_s": finish - arrival,
+            "itl_max_s": _numpy(self.itl_max_s, n),
+            "preemptions": _numpy(self.preemptions, n),
+            "fallback": _numpy(self.fallback, n).astype(bool),
+            "prefill_pool": pool_names[_numpy(self.prefill_pool, n) + 1],
+        }
+
+
+def _numpy(values: array, n: int) -> np.ndarray:
+    """The first n items of a typed array as a numpy array of its type (a copy: the result outlives the array)."""
+    return np.frombuffer(values, dtype=values.typecode)[:n].copy()
+
+
+def percentiles(values: np.ndarray) -> dict[str, float]:
+    """p50/p90/p99/mean of the finite values (NaN when there are none)."""
+    v = values[np.isfinite(values)]
+    if v.size == 0:
+        return {"p50": math.nan, "p90": math.nan, "p99": math.nan, "mean": math.nan}
+    p50, p90, p99 = np.percentile(v, [50, 90, 99])
+    return {"p50": float(p50), "p90": float(p90), "p99": float(p99), "mean": float(v.mean())}
+
+
+class Sampler:
+    """Samples the fleet's gauges every `interval_s` simulated seconds (a chain of SimPy timeouts)."""
+
+    def __init__(self, env, cluster, interval_s: float, progress=None) -> None:
+        self.env, self.cluster, self.interval_s = env, cluster, interval_s
+        self.progress = progress
+        self._ts_rows = array("d")          # TS_COLUMNS values, one row per interval, end to end
+        self._pool_rows = array("d")        # POOL_COLUMNS values (the pool as its index), per (interval, pool)
+        # Rows gather in lists and move to the typed arrays in blocks (an array grows by a few percent per
+        # append; a block of rows at a time is one resize): memory stays 8 bytes per value.
+        self._ts_buf: list[float] = []
+        self._pool_buf: list[float] = []
+        self._pool_names = list(cluster.pools)
+        self.last_t_s: float | None = None  # the time of the last sample
+        self.cost_usd = 0.0
+        self._last_arrived = 0
+        self._last_completed = 0
+        self._pools: list[Pool] = list(cluster.pools.values())
+        self._last_busy = [0.0] * len(self._pools)
+        self.peak_instances: dict[str, int] = dict.fromkeys(cluster.pools, 0)
+        env.process(self._start())
+
+    def columns(self) -> tuple[dict[str, np.ndarray], dict[str, list]]:
+        """The samples as columns: (TS_COLUMNS -> float64 array per interval, POOL_COLUMNS -> list per
+        (interval, pool): pool names, floats for times and fractions, ints for counts)."""
+        self._flush()
+        rows = np.frombuffer(self._ts_rows, dtype=np.float64).reshape(-1, len(TS_COLUMNS))
+        ts = {k: rows[:, j].copy() for j, k in enumerate(TS_COLUMNS)}
+        rows = np.frombuffer(self._pool_rows, dtype=np.float64).reshape(-1, len(POOL_COLUMNS))
+        pools = {}
+        for j, k in enumerate(POOL_COLUMNS):
+            col = rows[:, j]
+            if k == "pool":
+                pools[k] = [self._pool_names[int(i)] for i in col]
+            elif k in ("t_s", "kv_utilization", "busy_fraction"):
+                pools[k] = col.tolist()
+            else:
+                pools[k] = col.astype(np.int64).tolist()
+        return ts, pools
+
+    def _flush(self) -> None:
+        self._ts_rows.fromlist(self._ts_buf)
+        self._pool_rows.fromlist(self._pool_buf)
+        self._ts_buf, self._pool_buf = [], []
+
+    def _start(self):
+        """A process only to start the chain (at the start of the run, as a process would): each sample is then a
+        timeout's callback, which costs a fraction of resuming a generator."""
+        self._next_tick()
+        return
+        yield
+
+    def _next_tick(self) -> None:
+        ev = self.env.timeout(self.interval_s)
+        ev.callbacks.append(self._tick)
+
+    def _tick(self, _event) -> None:
+        self.sample()
+        self._next_tick()
+
+    def sample(self) -> None:
+        env, cl, dt = self.env, self.cluster, self.interval_s
+        t = env.now
+        queued = running = active = 0
+        used = cap = 0
+        busy_all = 0.0
+        completed = 0
+        n_serving = 0
+        for pool_index, pool in enumerate(self._pools):
+            starting = warm = n_active = draining = stopped = 0
+            q, r, u, c, busy = len(pool.held), 0, 0, 0, 0.0
+            instances: list[Instance] = pool.instances
+            for i in instances:  # one pass: this runs every sample interval over every instance
+                state = i.state
+                busy += i.busy_s
+                if state == "active" or state == "draining":
+                    if state == "active":
+                        n_active += 1
+                    else:
+                        draining += 1
+                    pol, kv = i.policy, i.kv
+                    q += len(pol.waiting)
+                    r += len(pol.running)
+                    u += kv.used_blocks
+                    c += kv.num_blocks
+                elif state == "stopped":
+                    stopped += 1
+                elif state == "warm":
+                    warm += 1
+                else:  # starting or warming
+                    starting += 1
+            serving = n_active + draining
+            live = len(pool.instances) - stopped
+            busy_frac = (busy - self._last_busy[pool_index]) / (serving * dt) if serving else 0.0
+            self._last_busy[pool_index] = busy
+            self.cost_usd += live * pool.usd_per_hour * dt / 3600.0
+            self._pool_buf.extend((t, pool_index, starting, warm, n_active, draining, q, r, u / c if c else 0.0,
+                                   min(1.0, busy_frac)))
+            queued, running, active, used, cap = queued + q, running + r, active + n_active, used + u, cap + c
+            busy_all += busy_frac * serving
+            n_serving += serving
+            completed += pool.completed
+            if live > self.peak_instances[pool.name]:
+                self.peak_instances[pool.name] = live
+        row = [t, cl.arrived - self._last_arrived, completed - self._last_completed, queued, running, active,
+               used / cap if cap else 0.0, min(1.0, busy_all / n_serving) if n_serving else 0.0, self.cost_usd,
+               cl.overload.level]
+        self._ts_buf.extend(row)
+        if len(self._ts_buf) >= ROWS_PER_BLOCK * len(TS_COLUMNS):
+            self._flush()
+        self.last_t_s = t
+        self._last_arrived, self._last_completed = cl.arrived, completed
+        if self.progress is not None:
+            self.progress(t)

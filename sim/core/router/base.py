@@ -1,0 +1,24 @@
+"""The routing extension point: which instance of a pool serves a request."""
+from __future__ import annotations
+
+from typing import Protocol, Sequence
+
+from sim.core.instance.instance import Instance
+from sim.core.instance.request_state import SimRequest
+
+
+class Router(Protocol):
+    """Picks one of `instances` (non-empty, all accepting work) for `req`. Deterministic: ties break by the
+    lowest instance index, and any randomness comes from a named stream handed over at construction."""
+
+    def route(self, req: SimRequest, instances: Sequence[Instance]) -> Instance: ...
+
+
+def least_loaded(instances: Sequence[Instance]) -> Instance:
+    """The instance with the fewest outstanding requests, ties to the lowest index (a compiled loop: it runs over
+    every instance for every request routed)."""
+    best = instances[0]
+    for inst in instances:
+        if inst.outstanding < best.outstanding or (inst.outstanding == best.outstanding and inst.index < best.index):
+            best = inst
+    return best

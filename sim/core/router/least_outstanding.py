@@ -1,0 +1,9 @@
+"""Least outstanding requests (join the shortest queue): the instance with the fewest waiting + running."""
+from __future__ import annotations
+
+from sim.core.router.base import least_loaded
+
+
+class LeastOutstandingRouter:
+    def route(self, req, instances):
+        return least_loaded(instances)

@@ -1,9 +1,0 @@
-"""Least outstanding requests (join the shortest queue): the instance with the fewest waiting + running."""
-from __future__ import annotations
-
-from sim.router.base import least_loaded
-
-
-class LeastOutstandingRouter:
-    def route(self, req, instances):
-        return least_loaded(instances)
