@@ -2,9 +2,11 @@
 
 `daily` keys: `curve` (a rate curve block, see `rate_curve.py`), `duration_s`, optional `curve_start_s` (the
 curve's time at simulated t = 0, e.g. 68 400 to start at 19:00 on a daily curve), optional `mean_rate_per_s` *or*
-`peak_rate_per_s` (rescale the curve so its mean or peak over the simulated window is this, before flash sales),
+`peak_rate_per_s` (rescale the curve so its mean or peak over `duration_s` is this, before flash sales),
 optional `flash_sales` (list of flash-sale blocks, times in simulated seconds), optional `resolution_s` (grid step
-of the time rescaling, default 1 s).
+of the time rescaling, default 1 s), optional `window_start_s` + `window_s` (simulate only the arrivals of
+`[window_start_s, window_start_s + window_s)` of that curve, times relative to the window's start: one window of
+a day whose level is set over the whole day).
 
 `flash_sale` keys: `rate_per_s` (the constant base rate), the flash-sale keys `start_s, ramp_s, hold_s, decay_s,
 peak_multiplier`, `duration_s`, optional `resolution_s`.
@@ -47,7 +49,18 @@ def daily_from_config(r: ConfigReader) -> ArrivalProcess:
             raise r.error("curve", "is zero over the whole window", "choose a curve or window with traffic")
         curve = shifted(base, offset, (mean if mean is not None else peak) / now)
     rate = flash_sale.with_flash_sales(curve, sales)
-    return _process(rate, duration, resolution, f"daily(curve_start_s={offset:g}, flash_sales={len(sales)})")
+    start, window = r.number("window_start_s", None, minimum=0.0), r.number("window_s", None, positive=True)
+    if (start is None) != (window is None):
+        raise r.error("window_s" if window is None else "window_start_s", "is missing",
+                      "give both window_start_s and window_s, or neither")
+    if start is not None:
+        if start + window > duration + 1e-9:
+            raise r.error("window_s", f"window ends at {start + window:g} s, after duration_s={duration:g}",
+                          "shorten the window or start it earlier")
+        rate = shifted(rate, start)
+        duration = window
+    return _process(rate, duration, resolution, f"daily(curve_start_s={offset:g}, flash_sales={len(sales)}"
+                    + (f", window_start_s={start:g})" if start is not None else ")"))
 
 
 def flash_sale_from_config(r: ConfigReader) -> ArrivalProcess:

@@ -5,7 +5,9 @@ policy that meets the scenario's SLOs.
         "search.batching=[continuous,chunked_prefill]" jobs=2
 
 Options: jobs=N, ray_address=local|auto|ray://<head>:10001, out_dir=..., cache_dir=plans/.cache, cache=false,
-objective=usd|usd_per_million_output_tokens|node_hours, progress=auto|true|false. See docs/planning.md.
+objective=usd|usd_per_million_output_tokens|node_hours, progress=auto|true|false, mode=search|day (day: the
+fewest prefill/decode units per window of a day, `python -m sim.plan scenario=deepseek_v3_day mode=day`). See
+docs/planning.md.
 Exit status: 0 when a configuration meets the SLOs, 1 when none does, 2 for bad input (one line on stderr), 130/143
 on SIGINT/SIGTERM (what finished is written, `plan.json` `status: interrupted`; the cache resumes the rest).
 """
@@ -30,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     if any(a in ("-h", "--help") for a in argv):
         print(__doc__.strip())
         return 0
+    if "mode=day" in argv:   # the day plan (sim/plan/day): units per window of a day, docs/planning.md
+        from sim.plan.day.cli import main as day_main
+        return day_main(argv)
     try:
         with signals_raise(), exit_on_input_error():
             doc, path = plan(parse_args(argv), shlex.join(["python", "-m", "sim.plan", *argv]))

@@ -26,6 +26,7 @@ class PlanOptions:
     cache: bool = True                  # false: simulate every configuration again (and refresh the cache)
     objective: str = "usd"              # what "cheapest" means: one of OBJECTIVES (summary.json cost figures)
     progress: str = "auto"              # auto (a bar when stderr is a terminal), true, false
+    mode: str = "search"                # search | day (handled by sim/plan/day before these options are read)
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
@@ -33,6 +34,8 @@ class PlanOptions:
                              f"use one of: {', '.join(OBJECTIVES)}")
         if self.jobs is not None and self.jobs < 1:
             raise InputError("command line", "jobs", f"must be >= 1, got {self.jobs}", "use e.g. jobs=4")
+        if self.mode not in ("search", "day"):
+            raise InputError("command line", "mode", f"unknown mode {self.mode!r}", "use mode=search or mode=day")
         if str(self.progress) not in ("auto", "true", "false", "True", "False"):
             raise InputError("command line", "progress", f"unknown value {self.progress!r}", "use auto, true or false")
 
