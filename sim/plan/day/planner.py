@@ -12,6 +12,7 @@ import math
 import shutil
 import time
 from datetime import datetime
+from dataclasses import asdict
 from pathlib import Path
 
 from omegaconf import OmegaConf
@@ -23,7 +24,7 @@ from sim.plan.day.capacity import unit_capacity, units_needed
 from sim.plan.day.options import DayOptions
 from sim.plan.day.report import day_figures, write_plan
 from sim.plan.day.traffic import day_curve, request_stats
-from sim.plan.day.verify import measure, next_units, span, window_overrides
+from sim.plan.day.verify import fleet_slice, measure, next_slice, span, window_overrides
 from sim.plan.executors import Task, make_executor
 
 
@@ -51,33 +52,41 @@ def plan_windows(run, traffic: dict, opts: DayOptions):
     return curve, stats, cap, windows
 
 
-def verify_windows(base: tuple[str, ...], run, windows: list[dict], opts: DayOptions, out: Path, log) -> dict:
-    """Simulate the selected windows in rounds; returns the executor's description (backend, workers)."""
+def verify_windows(base: tuple[str, ...], run, windows: list[dict], opts: DayOptions, out: Path, log,
+                   expected_requests) -> dict:
+    """Simulate the selected windows in rounds (all open windows of a round at once); returns the executor's
+    description. `expected_requests(span)` is the requests a whole-fleet run of a span would hold."""
     prefill_pool, decode_pool = _pool_names(run)
     slo = {"ttft_p99_s": run.slo.ttft_p99_s, "tpot_p99_s": run.slo.tpot_p99_s,
            "served_fraction": run.slo.served_fraction}
+    day_rate = float(OmegaConf.select(compose_config(list(base)), "scenario.traffic.session_arrivals.mean_rate_per_s"))
     todo = [w for w in windows if w["index"] in set(opts.selected(len(windows)))]
+    slices = {}
+    for w in todo:
+        sp = span(w["index"], opts.window_s, opts.warmup_s, opts.measure_s)
+        slices[w["index"]] = fleet_slice(w["prefill_units"], w["decode_units"], expected_requests(sp),
+                                         opts.max_requests_per_run)
     executor = make_executor(opts.ray_address, opts.jobs)
-    described = {"backend": executor.backend, "workers": executor.workers}
+    described = {"backend": executor.backend, "workers": executor.workers, "round_wall_s": []}
     try:
         for round_ in range(opts.max_rounds):
             if not todo:
                 break
             tasks, spans = [], {}
             for w in todo:
-                sp = span(w["index"], opts.window_s, opts.warmup_s, opts.measure_s)
-                ov = (*base, *window_overrides(sp, prefill_pool, decode_pool, w["prefill_units"], w["decode_units"],
-                                               opts.drain_s))
+                sp, sl = span(w["index"], opts.window_s, opts.warmup_s, opts.measure_s), slices[w["index"]]
+                ov = (*base, *window_overrides(sp, prefill_pool, decode_pool, sl, day_rate, opts.drain_s))
                 config = OmegaConf.to_container(compose_config(list(ov)), resolve=True)
-                folder = out / "windows" / f"{w['index']:03d}_p{w['prefill_units']}_d{w['decode_units']}"
+                folder = out / "windows" / f"{w['index']:03d}_p{sl.prefill_units}_d{sl.decode_units}"
                 shutil.rmtree(folder, ignore_errors=True)
                 tasks.append(Task(config_hash(config), config, ov, str(folder)))
-                spans[str(folder)] = (w, sp)
+                spans[str(folder)] = (w, sp, sl)
             started = time.perf_counter()
             for task, outcome in executor.run(tasks):
-                w, sp = spans[task.out_dir]
+                w, sp, sl = spans[task.out_dir]
+                w["prefill_units"], w["decode_units"] = sl.fleet_units()
                 entry = {"prefill_units": w["prefill_units"], "decode_units": w["decode_units"],
-                         "run_dir": task.out_dir}
+                         "slice": asdict(sl), "run_dir": task.out_dir}
                 if "error" in outcome:
                     entry["error"] = outcome["error"]
                 else:
@@ -87,10 +96,11 @@ def verify_windows(base: tuple[str, ...], run, windows: list[dict], opts: DayOpt
                     w["measured"] = m.to_json()
                     w["verified"] = all(m.met.values())
                     if not w["verified"]:
-                        w["prefill_units"], w["decode_units"] = next_units(w["prefill_units"], w["decode_units"], m)
+                        slices[w["index"]] = next_slice(sl, m)
+                        w["prefill_units"], w["decode_units"] = slices[w["index"]].fleet_units()
                 w["rounds"].append(entry)
                 log(json.dumps({"window": w["index"], "round": round_, **entry}, sort_keys=True))
-            described.setdefault("round_wall_s", []).append(time.perf_counter() - started)
+            described["round_wall_s"].append(time.perf_counter() - started)
             todo = [w for w in todo if not w["verified"] and "error" not in w["rounds"][-1]]
     finally:
         executor.close()
@@ -110,7 +120,9 @@ def plan_day(opts: DayOptions, overrides: tuple[str, ...], command: str, echo=pr
         def log(line: str) -> None:
             stream.write(line + "\n")
             stream.flush()
-        executor = verify_windows(base, run, windows, opts, out, log)
+        def expected_requests(sp) -> float:
+            return curve.window_mean_per_s(sp.sim_start_s, sp.sim_s) * sp.sim_s * stats.requests_per_conversation
+        executor = verify_windows(base, run, windows, opts, out, log, expected_requests)
     doc = {"command": command, "scenario": run.scenario.name, "seed": run.seed,
            "options": {k: v for k, v in vars(opts).items()}, "slo": {
                "ttft_p99_s": run.slo.ttft_p99_s, "tpot_p99_s": run.slo.tpot_p99_s,

@@ -4,9 +4,16 @@ are warm when measuring starts; the SLO figures count only requests that arrive 
 
 A window's run is an ordinary simulator run (the scenario with `session_arrivals.window_start_s/window_s` and the
 pools' `instances` overridden), so it goes through the planner's executors (local processes or Ray).
+
+Memory grows with the requests a run holds (~3.3 KB each, measured), so a window whose run would hold more than
+`max_requests` is simulated as a slice of its fleet: `s` of its D decode units (f = s / D) with ceil(f P) of its
+P prefill units, under f of the traffic (the day's level times f: conversations are independent, so a thinner
+Poisson stream of them is the share one slice of a fleet behind a balancing router sees). A slice's units stand
+for 1/f units of the fleet each.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -38,10 +45,34 @@ def span(index: int, window_s: float, warmup_s: float, measure_s: float) -> Span
     return Span(index, start, sim_start, measure_from + measure_s, measure_from, measure_s)
 
 
-def window_overrides(sp: Span, prefill_pool: str, decode_pool: str, prefill_units: int, decode_units: int,
+@dataclass(frozen=True)
+class Slice:
+    fraction: float           # of the fleet and of the traffic
+    prefill_units: int
+    decode_units: int
+
+    def fleet_units(self) -> tuple[int, int]:
+        """The fleet's unit counts this slice stands for."""
+        return (math.ceil(self.prefill_units / self.fraction - 1e-9),
+                math.ceil(self.decode_units / self.fraction - 1e-9))
+
+
+def fleet_slice(prefill_units: int, decode_units: int, expected_requests: float, max_requests: float) -> Slice:
+    """The whole fleet when its run holds at most `max_requests`, else the largest slice of whole decode units
+    that does (at least one)."""
+    if expected_requests <= max_requests:
+        return Slice(1.0, prefill_units, decode_units)
+    s = max(1, math.floor(decode_units * max_requests / expected_requests))
+    f = s / decode_units
+    return Slice(f, max(1, math.ceil(f * prefill_units - 1e-9)), s)
+
+
+def window_overrides(sp: Span, prefill_pool: str, decode_pool: str, sl: Slice, day_rate_per_s: float,
                      drain_s: float) -> tuple[str, ...]:
     sa = "scenario.traffic.session_arrivals"
-    return (f"{sa}.window_start_s={sp.sim_start_s:g}", f"{sa}.window_s={sp.sim_s:g}",
+    prefill_units, decode_units = sl.prefill_units, sl.decode_units
+    rate = () if sl.fraction == 1.0 else (f"{sa}.mean_rate_per_s={day_rate_per_s * sl.fraction!r}",)
+    return (*rate, f"{sa}.window_start_s={sp.sim_start_s:g}", f"{sa}.window_s={sp.sim_s:g}",
             f"scenario.pools.{prefill_pool}.instances={prefill_units}",
             f"scenario.pools.{decode_pool}.instances={decode_units}",
             f"scenario.drain_timeout_s={drain_s:g}", "metrics.progress=false")
@@ -94,11 +125,11 @@ def measure(run_dir: Path, sp: Span, slo: dict) -> WindowMeasure:
                          served, float(cached.sum() / prompt.sum()) if prompt.sum() else 0.0, met)
 
 
-def next_units(prefill_units: int, decode_units: int, m: WindowMeasure) -> tuple[int, int]:
-    """One more unit where a target was missed: TTFT -> prefill (the prompt queue), TPOT -> decode (the batch);
-    a served-fraction miss alone (KV or queue rejections) -> both."""
-    p = prefill_units + (not m.met["ttft_p99"])
-    d = decode_units + (not m.met["tpot_p99"])
-    if (p, d) == (prefill_units, decode_units):
+def next_slice(sl: Slice, m: WindowMeasure) -> Slice:
+    """One more unit in the slice where a target was missed: TTFT -> prefill (the prompt queue), TPOT -> decode
+    (the batch); a served-fraction miss alone (KV or queue rejections) -> both."""
+    p = sl.prefill_units + (not m.met["ttft_p99"])
+    d = sl.decode_units + (not m.met["tpot_p99"])
+    if (p, d) == (sl.prefill_units, sl.decode_units):
         p, d = p + 1, d + 1
-    return p, d
+    return Slice(sl.fraction, p, d)
