@@ -19,7 +19,7 @@ class DayOptions:
     measure_s: float = 60.0          # measured per window (window_s: every request of the day, full scale)
     verify: str = "all"              # windows to simulate: all | none | <first>:<end> (window indices)
     max_rounds: int = 4              # simulations per window at most (each miss adds a unit and re-runs)
-    max_requests_per_run: float = 500000   # above: a slice of the fleet (memory ~3.3 KB a request: <= 2 GB)
+    max_requests_per_run: float = 250000   # above: a slice of the fleet (measured ~5.8 KB a request: <= 2 GB)
     drain_s: float = 300.0           # after the last arrival, how long requests may finish (scenario.drain_timeout_s)
     sample_s: float = 7200.0         # traffic sampled for the per-request statistics
     jobs: int | None = None          # windows at once; default: this machine's CPUs, or the Ray cluster's
@@ -38,7 +38,7 @@ class DayOptions:
                              "measure at most the whole window")
         if self.max_requests_per_run < 1000:
             raise InputError(where, "max_requests_per_run", f"{self.max_requests_per_run:g} is too few",
-                             "use e.g. max_requests_per_run=500000")
+                             "use e.g. max_requests_per_run=250000")
         if self.max_rounds < 1 or (self.jobs is not None and self.jobs < 1):
             raise InputError(where, "max_rounds" if self.max_rounds < 1 else "jobs", "must be >= 1", "e.g. jobs=2")
         self.selected(1)

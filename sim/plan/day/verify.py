@@ -5,7 +5,7 @@ are warm when measuring starts; the SLO figures count only requests that arrive 
 A window's run is an ordinary simulator run (the scenario with `session_arrivals.window_start_s/window_s` and the
 pools' `instances` overridden), so it goes through the planner's executors (local processes or Ray).
 
-Memory grows with the requests a run holds (~3.3 KB each, measured), so a window whose run would hold more than
+Memory grows with the requests a run holds (~5.8 KB each, measured), so a window whose run would hold more than
 `max_requests` is simulated as a slice of its fleet: `s` of its D decode units (f = s / D) with ceil(f P) of its
 P prefill units, under f of the traffic (the day's level times f: conversations are independent, so a thinner
 Poisson stream of them is the share one slice of a fleet behind a balancing router sees). A slice's units stand
