@@ -13,7 +13,7 @@ from inferplan.errors import InputError
 from scenarios.workload import Workload
 from sim.config import RunConfig
 from sim.core.cost.factory import kv_handoff_s
-from sim.core.fleet.autoscaler import FixedScaler, make_autoscaler, run_autoscaler
+from sim.core.fleet.autoscaler import FixedScaler, ScalerContext, make_autoscaler, run_autoscaler
 from sim.core.fleet.monitor import PoolMonitor
 from sim.core.fleet.overload import BREAKER, FALLBACK, SCALE_UP, OverloadConfig, OverloadLadder
 from sim.core.fleet.placement import PLACEMENTS
@@ -58,11 +58,12 @@ class Cluster:
                              f"use one of: {', '.join(self.pools)}")
         self.watched = oc.watch_pools or [n for n in self.pools if n != oc.fallback_pool]
         self.scalers = {}
+        context = ScalerContext(arrival_times_s=workload.arrival_s)
         for name, pool in self.pools.items():
             spec = dict(run.pools[name].autoscaler or {"name": run.autoscaler_name, **run.autoscaler})
             sname = str(spec.pop("name", run.autoscaler_name))
             try:
-                self.scalers[name] = make_autoscaler(sname, spec, arrival_times_s=workload.arrival_s)
+                self.scalers[name] = make_autoscaler(sname, spec, context)
             except (KeyError, TypeError, ValueError) as err:
                 raise InputError(f"{where}: pools.{name}", "autoscaler", str(err).strip("'\""),
                                  "see conf/autoscaler/ for each policy's keys") from None
@@ -127,8 +128,7 @@ class Cluster:
             level = self.overload.update(self.env.now)
             for name in self.watched:
                 scaler = self.scalers[name]
-                if hasattr(scaler, "boost"):
-                    scaler.boost = level >= SCALE_UP
+                scaler.boost = level >= SCALE_UP
 
     # -- request flow -----------------------------------------------------------------------------------------
     def _count_done(self) -> None:

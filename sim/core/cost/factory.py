@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from pathlib import Path
 
 from calibrate.profile import load_profile
 from inferplan.errors import InputError

@@ -20,7 +20,7 @@ from sim.config import PoolConfig, RunConfig, instance_bounds
 from sim.core.cost.factory import build_pool_pricing
 from sim.core.fleet.cold_start import ColdStart
 from sim.core.instance import engine as engine_presets
-from sim.core.instance.batching import make_policy
+from sim.core.instance.batching import make_policy, policy_class
 from sim.core.instance.batching.base import BatchingPolicy
 from sim.core.instance.batching.engine import EngineBatching
 from sim.core.instance.instance import Instance
@@ -57,17 +57,17 @@ class Pool:
         self.memory, self.cost = self.pricing.memory, self.pricing.cost
         mem = self.memory
         # A decode-role pool receives prompts whose KV was computed elsewhere: it never schedules a prompt.
-        if (self.engine["name"] == "generic" and self.batching_name == "continuous" and p.role != "decode"
-                and token_budget < min(
-                self.model.max_context_tokens, getattr(mem, "blocks_per_rank", mem.num_blocks) * mem.block_size_tokens)):
-            raise InputError(self.where, "batching.token_budget", f"{token_budget} is below the model's context "
+        limit = policy_class(self.batching_name).whole_prompt_limit(self.batching)
+        if (self.engine["name"] == "generic" and p.role != "decode" and limit is not None
+                and limit < min(self.model.max_context_tokens, mem.blocks_per_rank * mem.block_size_tokens)):
+            raise InputError(self.where, "batching.token_budget", f"{limit} is below the model's context "
                              f"({self.model.max_context_tokens}): long prompts could never be scheduled whole",
                              "raise token_budget or use batching=chunked_prefill")
         self.devices_per_instance = self.pricing.devices_per_instance
         self.usd_per_hour = float(p.usd_per_hour if p.usd_per_hour is not None
                                   else self.hardware.usd_per_hour * self.devices_per_instance)
         # Under attention DP a request's KV lives on one rank: the longest request is bounded by one rank's blocks.
-        rank_tokens = getattr(mem, "blocks_per_rank", mem.num_blocks) * mem.block_size_tokens
+        rank_tokens = mem.blocks_per_rank * mem.block_size_tokens
         self.max_request_tokens = min(self.model.max_context_tokens, rank_tokens)
         try:
             self.cold_start = ColdStart(**(p.cold_start or {}))

@@ -108,12 +108,11 @@ class Instance:
         # Speculative decoding / MTP: each decode step verifies `draft_tokens` drafts, accepted with the cost
         # model's per-draft probabilities (drawn from the instance's own named stream). Runs of steps then differ
         # in the tokens they emit, so they are not fast-forwarded.
-        self.draft_tokens = int(getattr(cost, "draft_tokens", 0) or 0)
-        self.acceptance = tuple(getattr(cost, "acceptance", ()) or ())
+        self.draft_tokens = cost.draft_tokens
+        self.acceptance = cost.acceptance
         self.mtp_rng = mtp_rng
         self.fast_forward = fast_forward and self.draft_tokens == 0  # price runs of decode iterations in one event
-        if self.draft_tokens and hasattr(policy, "lookahead_tokens"):
-            policy.lookahead_tokens = self.draft_tokens
+        policy.lookahead_tokens = self.draft_tokens
         self.hidden_s = 0.0  # communication overlapped by compute (not in the iteration times)
         self.state = "starting"
         self.started_s = float(env.now)   # when it was asked for (billing starts)
@@ -358,7 +357,7 @@ class Instance:
     def _deliver(self, items: list, now: float) -> None:
         """Requests whose output tokens reached the client now: one ITL gap each since their last delivery
         (a policy that holds tokens back, multi-step groups, keeps them out of the count until it sends them)."""
-        held = getattr(self.policy, "_undelivered", None)
+        held = self.policy.undelivered
         itl = self.itl
         # Members that got their last tokens at the same time have the same gap: one weighted add per run of equal
         # gaps (a sketch add is the costly part; most of a batch shares the previous iteration's end).
