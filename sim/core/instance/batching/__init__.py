@@ -8,7 +8,7 @@ from sim.core.instance.batching.dynamic import DynamicBatching
 from sim.core.instance.batching.static import StaticBatching
 from sim.core.instance.kv_cache import BlockManager
 
-POLICIES = {
+POLICIES: dict[str, type[BatchingPolicy]] = {
     "static": StaticBatching,
     "dynamic": DynamicBatching,
     "continuous": ContinuousBatching,
@@ -16,7 +16,7 @@ POLICIES = {
 }
 
 
-def policy_class(name: str) -> type:
+def policy_class(name: str) -> type[BatchingPolicy]:
     """The class registered as `name` (a KeyError naming the valid ones otherwise)."""
     try:
         return POLICIES[name]
