@@ -6,16 +6,12 @@ active instances, so no request in flight is ever dropped.
 """
 from __future__ import annotations
 
-import dataclasses
-
 from collections import deque
 from collections.abc import Callable
 
 import simpy
-import yaml
 
 from inferplan.errors import InputError
-from inferplan.specs import CONF_DIR, load_hardware, load_model
 from sim.config import PoolConfig, RunConfig, instance_bounds
 from sim.core.cost.factory import build_pool_pricing
 from sim.core.fleet.cold_start import ColdStart
@@ -27,33 +23,23 @@ from sim.core.instance.instance import Instance
 from sim.core.instance.kv_cache import BlockManager
 from scenarios.rng import stream
 
-def _group_defaults(policy: str) -> dict:
-    """The parameters of `conf/batching/<policy>.yaml` (a pool choosing its own batching policy)."""
-    data = yaml.safe_load((CONF_DIR / "batching" / f"{policy}.yaml").read_text()) or {}
-    data.pop("name", None)
-    return data
-
 
 class Pool:
     """Instances of one configuration, the router's hold queue, and per-pool counters."""
 
     def __init__(self, env: simpy.Environment, name: str, p: PoolConfig, run: RunConfig, *, on_finish,
                  on_first_token, hash_block_tokens: int = 512) -> None:
+        setup = run.setups[name]  # resolved at load (sim/resolve.py): nothing is read from disk here
+        p = setup.pool
         self.env, self.name, self.cfg, self.run = env, name, p, run
-        self.hardware, self.model = load_hardware(p.hardware), load_model(p.model)
+        self.hardware, self.model = setup.hardware, setup.model
         self.where = f"scenario/{run.scenario.name}: pools.{name}"
-        self.engine = engine_presets.resolve(p.engine, run.engine, self.where)
-        if self.engine["name"] != "generic":  # the engine's memory defaults replace the pool's
-            util, block = engine_presets.memory_settings(self.engine, p.tp, p.gpu_memory_utilization, p.block_size_tokens)
-            p = self.cfg = dataclasses.replace(p, gpu_memory_utilization=util, block_size_tokens=block)
-        self.batching_name = p.batching_policy or run.batching_name
-        base = run.batching if self.batching_name == run.batching_name else _group_defaults(self.batching_name)
-        self.batching = {**base, **(p.batching or {})}
-        token_budget = int(self.batching.get("token_budget", self.batching.get("max_batch_tokens", 8192)))
-        if self.engine["name"] != "generic":
-            token_budget = int(self.engine.get("max_num_batched_tokens") or max(self.model.max_context_tokens, 2048))
+        self.engine = setup.engine
+        self.batching_name, self.batching = setup.batching_name, setup.batching
+        token_budget = setup.token_budget
         self.pricing = build_pool_pricing(self.model, self.hardware, p, run.cost, token_budget=token_budget,
-                                          where=self.where)
+                                          where=self.where, dep=setup.deployment, profile=setup.profile,
+                                          generation=setup.generation)
         self.memory, self.cost = self.pricing.memory, self.pricing.cost
         mem = self.memory
         # A decode-role pool receives prompts whose KV was computed elsewhere: it never schedules a prompt.
