@@ -152,6 +152,7 @@ class RunConfig:
     calibration: dict | None = None  # a fitted overlay in effect (written by `sim.validate fit=true`), recorded
     engine: dict = field(default_factory=lambda: {"name": "generic"})  # the engine group (sim/core/instance/engine.py)
     setups: dict = field(default_factory=dict)  # pool name -> sim.resolve.PoolSetup (specs, presets, deployment, ...)
+    fleet: Any = None                           # sim.resolve.FleetSetup (router, placement, overload, autoscalers)
 
 
 def instance_bounds(p: PoolConfig) -> tuple[int, int]:
@@ -230,6 +231,6 @@ def load_run_config(cfg) -> RunConfig:
         calibration=d.get("calibration"),
         engine=dict(d.get("engine") or {"name": "generic"}),
     )
-    from sim.resolve import resolve_pools  # (it builds on the typed config above)
+    from sim.resolve import resolve_fleet, resolve_pools  # (they build on the typed config above)
 
-    return dataclasses.replace(run, setups=resolve_pools(run))
+    return dataclasses.replace(run, setups=resolve_pools(run), fleet=resolve_fleet(run))

@@ -4,7 +4,9 @@
 the engine preset with its memory defaults (conf/engine), the batching parameters (the batching group's, or the
 defaults of a pool's own policy from conf/batching), the parsed deployment (conf/deployment presets), the
 measured profile (calibrate/profiles) and the GPU generation's fitted efficiency forms (conf/cost/generations).
-Everything that can be refused is refused here, before a run starts, and nothing reads a file during one.
+Above the pools (`FleetSetup`): router parameters, placement and its routes, the overload ladder, each pool's
+autoscaler, each constructed once here to check it. Everything that can be refused is refused here, before a run
+starts, and nothing reads a file during one.
 """
 from __future__ import annotations
 
@@ -15,11 +17,16 @@ from typing import Any
 import yaml
 
 from calibrate.efficiency import Generation, hardware_generation, load_generation
+from inferplan.errors import InputError
 from inferplan.specs import CONF_DIR, HardwareSpec, ModelSpec, load_hardware, load_model
 from sim.config import CostConfig, PoolConfig
 from sim.core.cost.deployment import Deployment, parse_deployment
 from sim.core.cost.factory import PoolPricing, build_pool_pricing, resolve_profile
+from sim.core.fleet.autoscaler import ScalerContext, make_autoscaler
+from sim.core.fleet.overload import OverloadConfig
+from sim.core.fleet.placement import PLACEMENTS
 from sim.core.instance import engine as engine_presets
+from sim.core.router import make_router
 
 
 @dataclass(frozen=True)
@@ -81,3 +88,64 @@ def resolve_pool(name: str, p: PoolConfig, run) -> PoolSetup:
 
 def resolve_pools(run) -> dict[str, PoolSetup]:
     return {name: resolve_pool(name, p, run) for name, p in run.pools.items()}
+
+
+@dataclass(frozen=True)
+class FleetSetup:
+    """What sits above the pools, resolved and checked at load: the router's parameters, the placement policy
+    and its routes, the overload ladder, and each pool's autoscaler (name, parameters)."""
+
+    router: dict
+    max_outstanding: int | None
+    placement_name: str
+    placement: dict
+    overload: OverloadConfig
+    autoscalers: dict[str, tuple[str, dict]]
+
+
+def _placement(run, where: str) -> tuple[str, dict]:
+    cfg = dict(run.scenario.placement or {})
+    name = str(cfg.pop("name", "static"))
+    entry = [n for n, p in run.pools.items() if p.role != "decode"]
+    cfg.setdefault("default", entry[:1])
+    cfg.setdefault("routes", {})
+    for cls, cands in [("default", cfg["default"]), *cfg["routes"].items()]:
+        if not cands or any(c not in run.pools or run.pools[c].role == "decode" for c in cands):
+            raise InputError(where, f"placement.routes.{cls}", f"{cands!r} must list serving pools",
+                             f"use pools among: {', '.join(entry)}")
+    if name not in PLACEMENTS:
+        raise InputError(where, "placement.name", f"unknown placement {name!r}", f"use one of: {', '.join(PLACEMENTS)}")
+    try:
+        PLACEMENTS[name](**cfg)
+    except TypeError as err:
+        raise InputError(where, "placement", f"{name}: {err}", "see sim/core/fleet/placement.py") from None
+    return name, cfg
+
+
+def resolve_fleet(run) -> FleetSetup:
+    where = f"scenario/{run.scenario.name}"
+    params = dict(run.router)
+    cap = params.pop("max_outstanding_per_instance", None)
+    try:
+        make_router(run.router_name, params)
+    except (TypeError, ValueError) as err:
+        raise InputError(f"conf/router/{run.router_name}.yaml", "parameters", str(err), "remove or rename the key") from None
+    try:
+        overload = OverloadConfig(**run.scenario.overload)
+    except TypeError as err:
+        raise InputError(where, "overload", str(err), f"valid keys: {', '.join(OverloadConfig.__dataclass_fields__)}") from None
+    if overload.fallback_pool is not None and overload.fallback_pool not in run.pools:
+        raise InputError(where, "overload.fallback_pool", f"unknown pool {overload.fallback_pool!r}",
+                         f"use one of: {', '.join(run.pools)}")
+    scalers = {}
+    for name, p in run.pools.items():
+        spec = dict(p.autoscaler or {"name": run.autoscaler_name, **run.autoscaler})
+        sname = str(spec.pop("name", run.autoscaler_name))
+        try:
+            make_autoscaler(sname, spec, ScalerContext())
+        except (KeyError, TypeError, ValueError) as err:
+            raise InputError(f"{where}: pools.{name}", "autoscaler", str(err).strip("'\""),
+                             "see conf/autoscaler/ for each policy's keys") from None
+        scalers[name] = (sname, spec)
+    placement_name, placement = _placement(run, where)
+    return FleetSetup(params, None if cap is None else int(cap), placement_name, placement, overload, scalers)

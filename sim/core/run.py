@@ -106,7 +106,7 @@ def simulate(run: RunConfig, workload: Workload, progress=None) -> SimResult:
     for req in cluster.live_requests():
         recorder.record(req, ended=False)
     cols = recorder.columns()
-    invariants = check_invariants(cols, cluster, cluster.arrived)
+    invariants = check_invariants(cols, cluster, cluster.recorder.arrived)
     summary = summarize(run, cluster, cols, end_s, sampler.peak_instances, invariants)
     summary = {"schema_version": SCHEMA_VERSION, "status": "interrupted" if stop.signum else "completed", **summary}
     summary["wall_time_s"] = round(time.perf_counter() - wall0, 3)

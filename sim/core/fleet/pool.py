@@ -129,7 +129,7 @@ class Pool:
         for _ in range(k):
             spare = next((i for i in self.instances if i.state == "warm"), None)
             if spare is not None:
-                spare.state = "starting"
+                spare.switch_in()
                 self.env.process(self._start(spare, self.cold_start.warm_start_s))
                 self._keep_spares()
                 continue
@@ -141,13 +141,12 @@ class Pool:
         missing = self.warm_spares - self.count("warm") - self.count("warming")
         for _ in range(max(0, missing)):
             inst = self._new_instance()
-            inst.state = "warming"
+            inst.begin_warming()
             self.env.process(self._make_warm(inst))
 
     def _make_warm(self, inst: Instance):
         yield self.env.timeout(self.cold_start.total_s(self.memory.weight_bytes))
-        if inst.state == "warming":
-            inst.state = "warm"
+        inst.finish_warming()
 
     def set_warm_spares(self, k: int) -> None:
         self.warm_spares = max(0, int(k))

@@ -130,6 +130,21 @@ class Instance:
         self._run: _Run | None = None
         self.itl = ItlSketch()  # gaps between consecutive token deliveries (sim/core/metrics.py)
 
+    # Lifecycle (the instance alone assigns `state`): starting -> active -> draining -> stopped; a pre-loaded
+    # spare goes warming -> warm -> starting (switch-in) -> active.
+    def begin_warming(self) -> None:
+        """Loading weights to become a warm spare (not serving)."""
+        self.state = "warming"
+
+    def finish_warming(self) -> None:
+        """Weights loaded: a warm spare, unless it was switched in or drained meanwhile."""
+        if self.state == "warming":
+            self.state = "warm"
+
+    def switch_in(self) -> None:
+        """A warm spare starts its (short) switch-in to serving."""
+        self.state = "starting"
+
     def activate(self) -> None:
         """Start serving (end of the cold start)."""
         self.state = "active"
