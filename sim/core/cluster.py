@@ -107,10 +107,9 @@ class Cluster:
         self.recorder.record(req)
         self._count_done()
 
-    def _on_first_token(self, req: SimRequest, t_s: float, now: float) -> None:
-        """A first token at t_s (now, or the end of the first iteration of a run an instance just planned: the
-        window shows it from t_s on)."""
-        self.monitors[req.pool].ttft.add(t_s, t_s - req.arrival_s, now)
+    def _on_first_token(self, req: SimRequest, now: float) -> None:
+        """A first token, now."""
+        self.monitors[req.pool].ttft.add(now, now - req.arrival_s)
 
     def _on_leave(self, req: SimRequest) -> None:
         pool, now = self.pools[req.pool], self.env.now
