@@ -18,7 +18,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-import pyarrow.parquet as pq
+
+from sim.results.read import read_table
 
 COLUMNS = ["arrival_s", "status", "ttft_s", "tpot_s", "prompt_tokens", "cached_tokens", "output_tokens"]
 
@@ -104,7 +105,7 @@ def _p99(x: np.ndarray) -> float | None:
 def measure(run_dir: Path, sp: Span, slo: dict) -> WindowMeasure:
     """Read `requests.parquet` of a window's run and compute its SLO figures against `slo` (`ttft_p99_s`,
     `tpot_p99_s`, `served_fraction`)."""
-    t = pq.read_table(Path(run_dir) / "requests.parquet", columns=COLUMNS).to_pydict()
+    t = read_table(Path(run_dir), "requests", COLUMNS).to_pydict()
     arrival = np.asarray(t["arrival_s"], dtype=np.float64)
     mine = (arrival >= sp.measure_from_s) & (arrival < sp.measure_from_s + sp.measure_s)
     status = np.asarray(t["status"], dtype=object)[mine]
