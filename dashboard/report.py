@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dashboard import charts, compare, figures, htmlkit as hk
+from dashboard import charts, compare, figures, htmlkit as hk, review
 from dashboard.calibration import flat_items
 from dashboard.data import RunData, open_run, read_plan
 from dashboard.kpis import kpis, overall_verdict, slo_rows
@@ -52,7 +52,13 @@ def run_sections(run: RunData) -> list[str]:
     frames = figures.run_frames(run)
     body = [f"<h1>inferplan review: {hk.esc(run.scenario)}</h1>",
             f'<p class="sub">{hk.esc(run.path)} · written {_stamp()}</p>',
-            hk.banner(overall_verdict(s), verdict_text(s)), "<h2>Key figures</h2>", hk.kpi_cards(kpis(s))]
+            hk.banner(overall_verdict(s), verdict_text(s)), f'<p class="note">{hk.esc(review.provenance_text(s))}</p>']
+    body += diagnosis_sections(s)
+    body += ["<h2>Key figures</h2>", hk.kpi_cards(kpis(s))]
+    by_class, by_pool = review.verdict_tables(s)
+    if not by_class.empty:
+        body += ["<h2>Verdicts by class</h2>", hk.table(by_class), "<h2>Verdicts by class and pool</h2>",
+                 hk.table(by_pool)]
     rows = slo_rows(s)
     body += ["<h2>SLO verdicts</h2>", hk.table(pd.DataFrame(rows)) if rows else
              '<p class="note">The scenario sets no SLO targets.</p>']
@@ -69,6 +75,20 @@ def run_sections(run: RunData) -> list[str]:
     body.append(f"<pre>{hk.esc(run.config_yaml)}</pre>" if run.config_yaml else
                 '<p class="note">No <code>.hydra/config.yaml</code> in this run.</p>')
     body += ["<h2>Provenance</h2>", hk.pairs(provenance_rows(run))]
+    return body
+
+
+def diagnosis_sections(s: dict) -> list[str]:
+    """The diagnosis: one block per finding (headline, evidence, knobs to try), or why there is none."""
+    body = ["<h2>Diagnosis</h2>"]
+    note = review.diagnosis_note(s)
+    if note:
+        body.append(f'<p class="note">{hk.esc(note)}</p>')
+    for f in review.findings(s):
+        body.append(f"<h3>{hk.esc(f['headline'])}</h3><ul>" + "".join(f"<li>{hk.esc(e)}</li>" for e in f["evidence"])
+                    + "</ul>")
+        if f["try"]:
+            body.append("<p>Try:</p><pre>" + hk.esc("\n".join(f["try"])) + "</pre>")
     return body
 
 
