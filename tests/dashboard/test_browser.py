@@ -105,7 +105,11 @@ def test_every_page_renders_in_a_real_browser(server, tmp_path):
                 page.set_viewport_size({"width": 1400, "height": 6000})
                 page.goto(f"{server}/{path}", wait_until="domcontentloaded")
                 for text in expected:
-                    page.get_by_text(text, exact=False).filter(visible=True).first.wait_for(timeout=20_000)
+                    try:
+                        page.get_by_text(text, exact=False).filter(visible=True).first.wait_for(timeout=20_000)
+                    except Exception:
+                        page.screenshot(path=str(ARTIFACTS / f"{name}-failed.png"))
+                        raise AssertionError(f"page {name}: {text!r} not shown (screenshot {name}-failed.png)")
                 page.wait_for_function(DRAWN_CHARTS, arg=charts, timeout=20_000)
                 assert page.locator('[data-testid="stException"]').count() == 0, name
                 assert page.get_by_text("Page not found").count() == 0, name
