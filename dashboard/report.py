@@ -53,6 +53,8 @@ def run_sections(run: RunData) -> list[str]:
     body = [f"<h1>inferplan review: {hk.esc(run.scenario)}</h1>",
             f'<p class="sub">{hk.esc(run.path)} · written {_stamp()}</p>',
             hk.banner(overall_verdict(s), verdict_text(s)), f'<p class="note">{hk.esc(review.provenance_text(s))}</p>']
+    if review.monthly_text(s):
+        body.append(f'<p class="note">{hk.esc(review.monthly_text(s))}</p>')
     body += diagnosis_sections(s)
     body += ["<h2>Key figures</h2>", hk.kpi_cards(kpis(s))]
     by_class, by_pool = review.verdict_tables(s)

@@ -60,3 +60,18 @@ def provenance_text(summary: dict) -> str:
     return (f"Cost model: mixed. Measured on {cm.get('hardware', 'the device')} (profile {cm.get('profile') or '?'}): "
             f"{', '.join(sorted(measured))}; analytical (roofline, not measured): "
             f"{', '.join(sorted(analytical - measured)) or 'none'}.")
+
+
+HOURS_PER_MONTH = 730.0  # 365 x 24 / 12
+
+
+def monthly_text(summary: dict) -> str | None:
+    """The run's bill at its simulated rate for a month (730 h). The projection assumes the window's traffic all
+    month long, so a peak window overstates a month that is mostly off-peak."""
+    usd = (summary.get("cost") or {}).get("usd")
+    dur = summary.get("simulated_duration_s")
+    if not isinstance(usd, (int, float)) or not isinstance(dur, (int, float)) or dur <= 0:
+        return None
+    month = usd / dur * HOURS_PER_MONTH * 3600.0
+    return (f"Monthly projection: ${month:,.0f} (this run's ${usd:,.2f} over {dur:,.0f} s at the same rate for "
+            "730 h; a peak window overstates a month that is mostly off-peak).")

@@ -36,6 +36,8 @@ if isinstance(s.get("simulated_duration_s"), (int, float)):
 facts.append(f"cost model: {model.get('kind', 'unknown')}" + (f" ({model['profile']})" if model.get("profile") else ""))
 st.caption(" · ".join(facts))
 st.caption(review.provenance_text(s))
+if review.monthly_text(s):
+    st.caption(review.monthly_text(s))
 verdict = overall_verdict(s)
 (st.info if verdict is None else st.success if verdict else st.error)(report.verdict_text(s))
 
