@@ -115,7 +115,8 @@ def test_every_page_renders_in_a_real_browser(server, tmp_path):
                 assert page.get_by_text("Page not found").count() == 0, name
                 if name == "run-missed":  # the verdict tables' cells (the grid draws on a canvas; cells in the DOM)
                     cells = page.locator('[data-testid^="glide-cell"]')
-                    assert cells.filter(has_text="missed").count() >= 1 and cells.filter(has_text="main").count() >= 1
+                    for text in ("missed", "main", "TTFT P99"):  # attached (drawn on the canvas, so not "visible")
+                        cells.filter(has_text=text).first.wait_for(state="attached", timeout=20_000)
                 page.set_viewport_size({"width": 1400, "height": min(int(page.evaluate(PAGE_HEIGHT)) + 120, 6000)})
                 page.wait_for_timeout(300)  # let the tables' canvases repaint after the resize
                 page.screenshot(path=str(ARTIFACTS / f"{name}.png"))
