@@ -112,7 +112,7 @@ def print_summary(s: dict, run_dir: Path | str) -> None:
     usd_m = cost["usd_per_million_output_tokens"]
     lines += wrap([f"throughput: {th['requests_per_s']:.2f} req/s, {th['output_tokens_per_s']:,.0f} output tok/s",
                    f"cost: ${cost['usd']:,.2f}", f"{'-' if usd_m is None else f'${usd_m:,.2f}'} per M output tokens",
-                   f"{cost['node_hours']:,.2f} device-hours"], WIDTH, "")
+                   f"{cost['device_hours']:,.2f} device-hours"], WIDTH, "")
     for name, p in s["pools"].items():
         parts = p["time_breakdown_s"]
         total = sum(parts.values()) or 1.0
