@@ -145,8 +145,11 @@ def pareto(df: pd.DataFrame, cost: str, cost_title: str, latency: str, latency_t
                                                           range=["#54a24b", "#e45756", "#9d9d9d"])))
     frontier = alt.Chart(d[d["frontier"]].sort_values("x")).mark_line(color="#4c78a8", strokeDash=[4, 2]).encode(
         x=x, y=y, order="x:Q")
+    short = d.assign(short=d["label"].astype(str).map(lambda t: t if len(t) <= 32 else t[:31] + "…"))
+    names = alt.Chart(short).mark_text(align="left", dx=7, dy=8, fontSize=10, color="#444").encode(
+        x=x, y=y, text="short:N")  # every point named (the full label in the tooltip)
     best = d[d["cheapest"]]
-    layers = [frontier, points,
+    layers = [frontier, points, names,
               alt.Chart(best).mark_point(size=320, shape="circle", strokeWidth=2.5, color="#222").encode(x=x, y=y),
               alt.Chart(best).mark_text(align="left", dx=12, dy=-10, fontWeight="bold").encode(
                   x=x, y=y, text=alt.value("cheapest meeting SLO"))]
@@ -159,11 +162,14 @@ def pareto(df: pd.DataFrame, cost: str, cost_title: str, latency: str, latency_t
 
 def metric_bars(long: pd.DataFrame) -> alt.FacetChart:
     """One small bar chart per metric (`metric` carries its unit) across configurations (`label`)."""
-    return alt.Chart(long).mark_bar().encode(
-        x=alt.X("value:Q", title=None), y=alt.Y("label:N", title=None, sort=None, axis=alt.Axis(labelLimit=320)),
-        color=alt.Color("label:N", legend=None),
-        tooltip=["label:N", "metric:N", alt.Tooltip("value:Q", format=",.3f")],
-    ).properties(width=260, height=alt.Step(18)).facet(
+    # Every row labelled (Vega drops overlapping axis labels by default: every other row at a small step), and
+    # each bar's value written at its end.
+    y = alt.Y("label:N", title=None, sort=None, axis=alt.Axis(labelLimit=480, labelOverlap=False))
+    bars = alt.Chart().mark_bar().encode(x=alt.X("value:Q", title=None), y=y, color=alt.Color("label:N", legend=None),
+                                         tooltip=["label:N", "metric:N", alt.Tooltip("value:Q", format=",.3f")])
+    values = alt.Chart().mark_text(align="left", dx=3, fontSize=10).encode(
+        x="value:Q", y=y, text=alt.Text("value:Q", format=",.3~g"))
+    return alt.layer(bars, values, data=long).properties(width=260, height=alt.Step(22)).facet(
         facet=alt.Facet("metric:N", title=None, sort=list(dict.fromkeys(long["metric"]))), columns=2,
     ).resolve_scale(x="independent").properties(title="Metrics per configuration")
 

@@ -133,9 +133,10 @@ def overlay_frame(frames_by_run: dict[str, RunFrames]) -> pd.DataFrame:
             queued = frames.queue[frames.queue["series"] == "Queued"]
             parts.append(queued.assign(series="Queued requests", run=run))
         if frames.latency is not None and not frames.latency.empty:
-            p99 = frames.latency[(frames.latency["metric"] == "TTFT") & (frames.latency["percentile"] == "P99")]
-            parts.append(pd.DataFrame({"t_s": p99["t_s"], "series": "TTFT P99 (s)", "value": p99["value_s"],
-                                       "run": run}))
+            for metric in ("TTFT", "TPOT"):
+                p99 = frames.latency[(frames.latency["metric"] == metric) & (frames.latency["percentile"] == "P99")]
+                parts.append(pd.DataFrame({"t_s": p99["t_s"], "series": f"{metric} P99 (s)", "value": p99["value_s"],
+                                           "run": run}))
     if not parts:
         return pd.DataFrame(columns=["t_s", "series", "value", "run"])
     return pd.concat(parts, ignore_index=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dashboard import charts, compare, figures, htmlkit as hk
+from dashboard import charts, compare, figures, htmlkit as hk, review
 from dashboard.calibration import flat_items
 from dashboard.data import RunData, open_run, read_plan
 from dashboard.kpis import kpis, overall_verdict, slo_rows
@@ -52,7 +52,15 @@ def run_sections(run: RunData) -> list[str]:
     frames = figures.run_frames(run)
     body = [f"<h1>inferplan review: {hk.esc(run.scenario)}</h1>",
             f'<p class="sub">{hk.esc(run.path)} · written {_stamp()}</p>',
-            hk.banner(overall_verdict(s), verdict_text(s)), "<h2>Key figures</h2>", hk.kpi_cards(kpis(s))]
+            hk.banner(overall_verdict(s), verdict_text(s)), f'<p class="note">{hk.esc(review.provenance_text(s))}</p>']
+    if review.monthly_text(s):
+        body.append(f'<p class="note">{hk.esc(review.monthly_text(s))}</p>')
+    body += diagnosis_sections(s)
+    body += ["<h2>Key figures</h2>", hk.kpi_cards(kpis(s))]
+    by_class, by_pool = review.verdict_tables(s)
+    if not by_class.empty:
+        body += ["<h2>Verdicts by class</h2>", hk.table(by_class), "<h2>Verdicts by class and pool</h2>",
+                 hk.table(by_pool)]
     rows = slo_rows(s)
     body += ["<h2>SLO verdicts</h2>", hk.table(pd.DataFrame(rows)) if rows else
              '<p class="note">The scenario sets no SLO targets.</p>']
@@ -69,6 +77,64 @@ def run_sections(run: RunData) -> list[str]:
     body.append(f"<pre>{hk.esc(run.config_yaml)}</pre>" if run.config_yaml else
                 '<p class="note">No <code>.hydra/config.yaml</code> in this run.</p>')
     body += ["<h2>Provenance</h2>", hk.pairs(provenance_rows(run))]
+    return body
+
+
+def diagnosis_sections(s: dict) -> list[str]:
+    """The diagnosis: one block per finding (headline, evidence, knobs to try), or why there is none."""
+    body = ["<h2>Diagnosis</h2>"]
+    note = review.diagnosis_note(s)
+    if note:
+        body.append(f'<p class="note">{hk.esc(note)}</p>')
+    for f in review.findings(s):
+        body.append(f"<h3>{hk.esc(f['headline'])}</h3><ul>" + "".join(f"<li>{hk.esc(e)}</li>" for e in f["evidence"])
+                    + "</ul>")
+        if f["try"]:
+            body.append("<p>Try:</p><pre>" + hk.esc("\n".join(f["try"])) + "</pre>")
+    return body
+
+
+def _config_name(c: dict) -> str:
+    return " ".join(c.get("override_args") or []) or "(the base configuration)"
+
+
+def _check_text(c: dict) -> str:
+    unit = c.get("unit") or ""
+    ach, tgt = c.get("achieved"), c.get("target")
+    if ach is None or tgt is None:
+        return f"{c.get('class', '')} {c.get('name', '')}: no data"
+    margin = (ach - tgt) if c.get("name") == "served_fraction" else (tgt - ach)
+    return (f"{c.get('class', '')} {c.get('name', '')}: {ach:.4g} {unit} against {tgt:.4g} {unit} "
+            f"(margin {margin:+.3g} {unit}, {margin / tgt:+.1%})" if tgt else f"{c.get('name')}: {ach:.4g}")
+
+
+def plan_answer_sections(plan: dict) -> list[str]:
+    """The plan's answer first: the recommended fleet, its cost (and a monthly projection), the margin to each
+    SLO, and the next-cheaper configuration with why it fails. A plan.json of an older schema (no `chosen`
+    configuration record) gets its raw fields only, at the end."""
+    chosen, cheaper = plan.get("chosen"), plan.get("next_cheaper_failing")
+    if not isinstance(chosen, dict) or ("override_args" not in chosen and chosen is not None):
+        return []
+    body = ["<h2>Answer</h2>"]
+    if chosen is None:
+        body.append(hk.banner(False, "No configuration in the search meets every SLO: widen the search."))
+    else:
+        fleet = ", ".join(f"{n}: {f.get('instances')} x {f.get('hardware')} ({f.get('model')} {f.get('weights_dtype')})"
+                          for n, f in (chosen.get("fleet") or {}).items())
+        month = chosen.get("usd_per_month_projected")
+        body.append(hk.banner(True, f"Recommended: {_config_name(chosen)}"))
+        body.append(hk.pairs([
+            ("fleet (instances at the start)", fleet or "-"),
+            ("cost of the simulated window (USD)", "-" if chosen.get("usd") is None else f"{chosen['usd']:,.2f}"),
+            ("simulated window (s)", chosen.get("simulated_duration_s")),
+            ("monthly projection (USD, the window's rate for 730 h)", "-" if month is None else f"{month:,.0f}"),
+            *[(f"margin: {c.get('class', '')} {c.get('name', '')}", _check_text(c)) for c in chosen.get("slos", [])]]))
+    if cheaper:
+        body.append(f"<p><b>Next cheaper, fails:</b> {hk.esc(_config_name(cheaper))} "
+                    f"(USD {cheaper.get('usd') or 0:,.2f})</p><ul>"
+                    + "".join(f"<li>{hk.esc(_check_text(c))}</li>" for c in cheaper.get("failed_slos", [])) + "</ul>")
+    elif chosen:
+        body.append('<p class="note">No cheaper configuration was evaluated.</p>')
     return body
 
 
@@ -115,11 +181,13 @@ def build(folder: Path) -> str:
         raise InputError(folder, "folder", "not found", "give a run, sweep or plan folder")
     if (folder / "plan.json").is_file():
         plan = read_plan(folder)
-        body = ["<h1>inferplan plan</h1>", f'<p class="sub">{hk.esc(folder)} · written {_stamp()}</p>',
-                "<h2>Plan</h2>", hk.pairs(flat_items(plan))]
+        body = ["<h1>inferplan plan</h1>", f'<p class="sub">{hk.esc(folder)} · written {_stamp()}</p>']
+        body += plan_answer_sections(plan)
         if (folder / "sweep.parquet").is_file():
             df, notes = compare.sweep_frame(folder)
             body += comparison_sections(df, "Configurations searched", str(folder), notes)[2:]
+        body += ["<h2>plan.json</h2>", "<details><summary>every field</summary>", hk.pairs(flat_items(plan)),
+                 "</details>"]
         return hk.page(f"inferplan plan: {folder.name}", body)
     if (folder / "sweep.parquet").is_file():
         df, notes = compare.sweep_frame(folder)

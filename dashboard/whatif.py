@@ -98,6 +98,27 @@ def find_pool_keys(config: dict, pools: list[str]) -> dict[str, tuple[str, int]]
     return found
 
 
+LIMIT_KEYS = ("min_instances", "max_instances")
+
+
+def find_limit_keys(config: dict, pools: list[str]) -> dict[str, dict[str, tuple[str, int]]]:
+    """For each pool with an autoscaler, the dotted keys and values of its `min_instances` / `max_instances`."""
+    counts = find_pool_keys(config, pools)
+    out: dict[str, dict[str, tuple[str, int]]] = {}
+    for pool, (key, _) in counts.items():
+        prefix = key.rsplit(".", 1)[0]
+        node: object = config
+        for part in prefix.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(node, dict) or not node.get("autoscaler"):
+            continue
+        found = {name: (f"{prefix}.{name}", node[name]) for name in LIMIT_KEYS
+                 if isinstance(node.get(name), int) and not isinstance(node.get(name), bool)}
+        if found:
+            out[pool] = found
+    return out
+
+
 def policy_choices(group: str, conf_dir: Path = CONF_DIR) -> list[str]:
     """The choices of a config group: the yaml file names in `conf/<group>/`."""
     folder = Path(conf_dir) / group

@@ -80,6 +80,20 @@ if profile is not None:
     for note in profile.notes:
         st.warning(f"`{profile.path}`: {note}.", icon=":material/warning:")
     if {"op", "dtype", "roofline_s", "efficiency"}.issubset(profile.rows.columns) and len(profile.rows):
+        st.markdown(
+            "**What this shows.** Each curve is one op and format of the profile: the fitted *efficiency*, the "
+            "fraction of the datasheet roofline a kernel reaches, against the op's roofline time (its size). The "
+            "simulator prices an op as `launch_s + roofline_s / efficiency` (docs/calibration.md). Efficiency 1 "
+            "means the kernel runs at the datasheet peak. A curve **above 1** (for example 1.2) is faster than "
+            "the roofline the profile assumes. That is possible when the peak is too low for that op: cache "
+            "reuse beats the DRAM bandwidth, or a format runs at a faster tensor-core rate than the table says. "
+            "Read it as a correction to the datasheet, not as a kernel beating physics. The fit bounds "
+            "efficiency below 2.")
+        top = profile.rows["efficiency"].max()
+        if top > 1.2:
+            worst = profile.rows.loc[profile.rows["efficiency"].idxmax()]
+            st.info(f"Highest efficiency in this profile: {top:.2f} ({worst['op']} {worst['dtype']}): its measured "
+                    "times are faster than that op's datasheet roofline.")
         st.altair_chart(charts.efficiency_curves(profile.rows.assign(
             launch_s=profile.rows.get("launch_s", float("nan")))))
     if profile.provenance:

@@ -21,8 +21,21 @@ mode = st.radio("Compare", modes, horizontal=True, key="compare_mode")
 
 try:
     if mode == "Runs":
-        chosen = st.multiselect("Runs", runs, default=runs[:min(4, len(runs))], format_func=ui.folder_label,
+        # Runs are comparable only on the same traffic: one scenario at a time (the run folder's parent,
+        # runs/<scenario>/<time>), unless the user asks for every scenario.
+        scen_of = {f.path: f.path.parent.name for f in runs}
+        scenarios = list(dict.fromkeys(scen_of[f.path] for f in runs))  # newest run's scenario first
+        left, right = st.columns([3, 1])
+        scenario = left.selectbox("Scenario", scenarios, key="compare_scenario",
+                                  help="Runs of different scenarios serve different traffic: their costs and "
+                                       "latencies are not comparable.")
+        mixed = right.checkbox("Every scenario", key="compare_mixed", help="Allow runs of different scenarios.")
+        pool = runs if mixed else [f for f in runs if scen_of[f.path] == scenario]
+        chosen = st.multiselect("Runs", pool, default=pool[:min(4, len(pool))], format_func=ui.folder_label,
                                 key="compare_runs")
+        if mixed and len({scen_of[f.path] for f in chosen}) > 1:
+            st.warning("These runs are of different scenarios: no cheapest one is named across them.",
+                       icon=":material/warning:")
         if not chosen:
             st.info("Pick at least one run.")
             st.stop()
@@ -61,7 +74,10 @@ latency = right.selectbox("Latency", list(lats), format_func=lambda k: lats[k][0
 ann = compare.annotate(df, cost, latency)
 
 best = ann[ann["cheapest"]]
-if not best.empty:
+across = mode == "Runs" and len({scen_of[f.path] for f in chosen}) > 1
+if across:  # no "cheapest" across different traffic
+    st.info("Different scenarios: compare them side by side; no cheapest configuration across them.")
+elif not best.empty:
     st.success(f"Cheapest configuration meeting the SLO: **{best.iloc[0]['label']}** "
                f"({costs[cost]}: {best.iloc[0][cost]:,.3f})")
 elif ann["meets_slo"].notna().any():

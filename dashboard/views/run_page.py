@@ -2,7 +2,7 @@
 import pandas as pd
 import streamlit as st
 
-from dashboard import figures, htmlkit, report, ui
+from dashboard import figures, htmlkit, report, review, ui
 from dashboard.kpis import overall_verdict, slo_rows
 from inferplan.errors import InputError
 
@@ -15,6 +15,10 @@ if not runs:
     st.info("No run folders here (a run folder holds `summary.json`); sweeps and plans are on the Compare page.")
     st.stop()
 
+wanted = st.query_params.get("run")  # `/run?run=<folder name>` opens that run (a link that can be shared)
+if wanted and "run_pick" not in st.session_state:
+    named = [f for f in runs if f.path.name == wanted]
+    runs = named + [f for f in runs if f not in named]
 choice = ui.pick("Run", runs, key="run_pick", help="Newest first; incomplete runs are marked.")
 try:
     run = ui.open_run(choice.path)
@@ -31,8 +35,29 @@ if isinstance(s.get("simulated_duration_s"), (int, float)):
         f" in {s['wall_time_s']:,.1f} s" if isinstance(s.get("wall_time_s"), (int, float)) else ""))
 facts.append(f"cost model: {model.get('kind', 'unknown')}" + (f" ({model['profile']})" if model.get("profile") else ""))
 st.caption(" · ".join(facts))
+st.caption(review.provenance_text(s))
+if review.monthly_text(s):
+    st.caption(review.monthly_text(s))
 verdict = overall_verdict(s)
 (st.info if verdict is None else st.success if verdict else st.error)(report.verdict_text(s))
+
+st.subheader("Diagnosis")
+note = review.diagnosis_note(s)
+if note:
+    st.caption(note)
+for f in review.findings(s):
+    with st.container(border=True):
+        st.markdown(f"**{f['headline']}**")
+        st.markdown("\n".join(f"- {e}" for e in f["evidence"]))
+        if f["try"]:
+            st.markdown("Try:")
+            st.code("\n".join(f["try"]), language="bash")
+by_class, by_pool = review.verdict_tables(s)
+if not by_class.empty:
+    st.subheader("Verdicts by class")
+    st.dataframe(ui.verdict_colours(by_class, "verdict"), hide_index=True)
+    st.subheader("Verdicts by class and pool")
+    st.dataframe(ui.verdict_colours(by_pool, "verdict"), hide_index=True)
 
 ui.kpi_row(s)
 rows = slo_rows(s)

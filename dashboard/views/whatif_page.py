@@ -55,6 +55,17 @@ with st.form("whatif_form"):
                           help=f"Sets `{key}` (baseline {count}).")
         if value != count:
             changes[key] = value
+    for pool, limits in whatif.find_limit_keys(config, pools).items():
+        lo_col, hi_col = st.columns(2)
+        for col, name in zip((lo_col, hi_col), whatif.LIMIT_KEYS):
+            if name not in limits:
+                continue
+            key, was = limits[name]
+            value = col.number_input(f"Autoscaler {name.replace('_', ' ')} in pool {pool}", min_value=1,
+                                     max_value=max(64, 4 * was), value=was, step=1, key=f"whatif_{name}_{pool}",
+                                     help=f"Sets `{key}` (baseline {was}).")
+            if value != was:
+                changes[key] = int(value)
     missing = [p for p in pools if p not in pool_keys]
     if missing:
         st.caption(f"No instance-count key found in the config for pool(s) {', '.join(missing)}.")

@@ -107,12 +107,13 @@ def simulate(run: RunConfig, workload: Workload, progress=None) -> SimResult:
         recorder.record(req, ended=False)
     cols = recorder.columns()
     invariants = check_invariants(cols, cluster, cluster.recorder.arrived)
-    summary = summarize(run, cluster, cols, end_s, sampler.peak_instances, invariants)
+    ts_columns, pool_columns = sampler.columns()
+    summary = summarize(run, cluster, cols, end_s, sampler.peak_instances, invariants, pool_columns)
     summary = {"schema_version": SCHEMA_VERSION, "status": "interrupted" if stop.signum else "completed", **summary}
     summary["wall_time_s"] = round(time.perf_counter() - wall0, 3)
     if progress is not None:
         progress(1.0)
-    return SimResult(cols, *sampler.columns(), summary, interrupted_by=stop.signum)
+    return SimResult(cols, ts_columns, pool_columns, summary, interrupted_by=stop.signum)
 
 
 def _run_until(env: simpy.Environment, until: simpy.Event, stop: StopFlag) -> None:

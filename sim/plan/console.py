@@ -1,5 +1,6 @@
 """What the planner shows: a progress bar over simulations (when stderr is a terminal, or `progress=true`) and the
-closing report (configurations by cost, the chosen one with its margins, the next-cheaper one and why it fails)."""
+closing report: the answer first (the chosen configuration with its margins and monthly projection, the
+next-cheaper one and why it fails), then every configuration by cost."""
 from __future__ import annotations
 
 import sys
@@ -68,11 +69,13 @@ def print_plan(plan: dict, plan_path) -> None:
         t.add_row(str(c["id"]), *(str(c["overrides"].get(k, "")) for k in varying),
                   "-" if c["objective"] is None else f"{c['objective']:,.4f}", _ms(c["ttft_p99_s"]),
                   _ms(c["tpot_p99_s"]), served, verdict, mark + (" (cached)" if c["cached"] else ""))
-    console.print(t)
     if plan["chosen"]:
         c = plan["chosen"]
+        month = c.get("usd_per_month_projected")
         console.print(f"chosen: #{c['id']} {' '.join(c['override_args']) or '(base)'} · {plan['objective']} "
                       f"{c['objective']:,.4f} · meets every SLO")
+        if month is not None:
+            console.print(f"  monthly projection: ${month:,.0f} (the window's rate for 730 h)")
         for check in c["slos"]:
             console.print(f"  margin: {_check_line(check)}")
     else:
@@ -85,6 +88,7 @@ def print_plan(plan: dict, plan_path) -> None:
             console.print(f"  fails: {_check_line(check)}")
     elif plan["chosen"]:
         console.print("next cheaper, fails: none evaluated (the chosen one is the cheapest configuration searched)")
+    console.print(t)
     for note in plan["notes"]:
         console.print(f"note: {note}")
     j = plan["jobs"]

@@ -21,12 +21,35 @@ from sim.plan.search import run_search
 from sim.plan.space import SearchSpace, parse_space
 
 
+# Documented default searches for scenarios whose fleet is autoscaled (docs/planning.md, "With no search
+# argument"): the knobs the scenario's diagnosis names, over the traffic window where it misses. ecommerce_peak: the
+# reactive L40S pool shrinks before the flash sale (cause autoscaler_lag on product_qa TPOT), so its floor
+# (`min_instances`) is searched from the pool's own minimum to its maximum, on the sale's whole window (19:55 to
+# 20:35: the ramp, the 10-minute hold and the decay; `flash_sales` in conf/scenario/ecommerce_peak.yaml), not
+# only its first ten minutes.
+SCENARIO_DEFAULTS: dict[str, dict[str, list[str]]] = {
+    "ecommerce_peak": {
+        "overrides": ["scenario.traffic.transforms=[{kind:window,start_s:1500,end_s:3900}]"],
+        "search": ["search.scenario.pools.l40s_int4.min_instances=range(4,33,4)"],
+    },
+}
+
+
 def default_space(run) -> SearchSpace:
-    """With no `search.` argument: every fixed-size pool's instance count over 1 .. 2n (n: the scenario's count)."""
+    """With no `search.` argument: the scenario's documented default (SCENARIO_DEFAULTS), else every fixed-size
+    pool's instance count over 1 .. 2n (n: the scenario's count)."""
+    known = SCENARIO_DEFAULTS.get(run.scenario.name)
+    if known is not None:
+        return parse_space(known["search"])
     args = [f"search.scenario.pools.{name}.instances=range(1,{2 * max(p.instances, 1) + 1})"
             for name, p in run.pools.items()
             if str((p.autoscaler or {}).get("name", run.autoscaler_name)) == "fixed"]
     return parse_space(args)
+
+
+def default_overrides(scenario: str) -> list[str]:
+    """The overrides a scenario's default search runs with (its traffic window), before the user's own."""
+    return list(SCENARIO_DEFAULTS.get(scenario, {}).get("overrides", []))
 
 
 def validate(base: list[str], space: SearchSpace):
@@ -54,6 +77,9 @@ def plan(request: PlanRequest, command: str) -> tuple[dict, Path]:
     defaulted = not space.dimensions
     if defaulted:
         space = default_space(run)
+        if scenario in SCENARIO_DEFAULTS:
+            base = default_overrides(scenario) + base
+            run = validate(base, space)
     started = time.perf_counter()
     created = datetime.now()
     out_dir = Path(opts.out_dir or f"plans/{scenario}/{created:%Y-%m-%d_%H-%M-%S}")
@@ -80,7 +106,11 @@ def plan(request: PlanRequest, command: str) -> tuple[dict, Path]:
                     objective=opts.objective, base=base, dimensions=[d.describe() for d in space.dimensions],
                     rows=rank(outcomes, opts.objective), jobs=jobs, notes=notes, run_dirs=run_dirs(outcomes),
                     status="interrupted" if interrupted is not None else "completed")
-    if defaulted:
+    if defaulted and scenario in SCENARIO_DEFAULTS:
+        doc["notes"].insert(0, f"no search.* argument: the documented default for {scenario} "
+                               f"({' '.join(SCENARIO_DEFAULTS[scenario]['search'])} with "
+                               f"{' '.join(default_overrides(scenario))}; docs/planning.md)")
+    elif defaulted:
         doc["notes"].insert(0, "no search.* argument: sized every fixed-size pool over 1 .. 2x its scenario count")
     for d, dim in zip(doc["search"], space.dimensions):
         d["bisected"] = dim is space.bisected

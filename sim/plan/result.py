@@ -77,6 +77,16 @@ def _fleet(summary: dict | None) -> dict:
                    "usd_per_instance_hour": p.get("usd_per_instance_hour")} for name, p in pools.items()}
 
 
+HOURS_PER_MONTH = 730.0  # 365 x 24 / 12
+
+
+def monthly_usd(summary: dict | None) -> float | None:
+    """The simulated window's bill at the same rate for a whole month (730 h): a projection that assumes the
+    window's traffic all month long, so a peak window overstates a month that is mostly off-peak."""
+    usd, dur = _metric(summary, "usd"), (summary or {}).get("simulated_duration_s")
+    return None if usd is None or not dur else usd / dur * HOURS_PER_MONTH * 3600.0
+
+
 def entry(row: Row, run_dirs: dict[int, str]) -> dict:
     """A configuration as it appears in plan.json."""
     o = row.outcome
@@ -87,6 +97,7 @@ def entry(row: Row, run_dirs: dict[int, str]) -> dict:
         "status": o.status, "meets_slos": row.meets, "objective": row.objective,
         "usd": _metric(s, "usd"), "usd_per_million_output_tokens": _metric(s, "usd_per_million_output_tokens"),
         "node_hours": _metric(s, "node_hours"),
+        "simulated_duration_s": (s or {}).get("simulated_duration_s"), "usd_per_month_projected": monthly_usd(s),
         "ttft_p99_s": _metric(s, "ttft_p99_s"), "tpot_p99_s": _metric(s, "tpot_p99_s"),
         "served_fraction": ((s or {}).get("slo") or {}).get("served"),
         "fleet": _fleet(s), "slos": [c.to_json() for c in checks],

@@ -143,4 +143,6 @@ class Summary(TypedDict):
     cost_model: CostModelInfo
     invariants: dict[str, str]
     calibration: Any
+    verdict: list[dict[str, Any]]    # per SLO x class x pool, and the aggregates (sim/review/verdict.py)
+    diagnosis: list[dict[str, Any]]  # per missed verdict: window, cause, evidence, try (sim/review/diagnosis.py)
     wall_time_s: float

@@ -8,6 +8,7 @@ from sim.config import RunConfig
 from sim.core.instance.itl import ItlSketch
 from sim.core.fleet.billing import pool_bill, revenue_usd
 from sim.core.metrics import percentiles
+from sim.review import review
 
 
 def _verdict(achieved: float, target: float) -> bool | None:
@@ -32,7 +33,8 @@ def _itl(cluster) -> dict:
     return total.summary()
 
 
-def summarize(run: RunConfig, cluster, cols: dict, duration_s: float, sampler_peak: dict, invariants: dict) -> dict:
+def summarize(run: RunConfig, cluster, cols: dict, duration_s: float, sampler_peak: dict, invariants: dict,
+              pool_columns: dict | None = None) -> dict:
     status = cols["status"]
     done = status == "completed"
     n = len(status)
@@ -140,4 +142,5 @@ def summarize(run: RunConfig, cluster, cols: dict, duration_s: float, sampler_pe
                        "note": note},
         "invariants": invariants,
         "calibration": run.calibration,
+        **review(run, cluster, cols, pool_columns, duration_s),  # `verdict`, `diagnosis` (sim/review)
     }

@@ -16,7 +16,47 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from sim.sweep.table import rows_from_folder, write_sweep
+from sim.sweep.table import parse_overrides, rows_from_folder, write_sweep
+
+
+def _ms(x) -> str:
+    return "-" if x is None or x != x else f"{x * 1e3:,.1f}"
+
+
+def comparison_table(sweep_dir: Path, rows: list[dict]):
+    """A rich table of the jobs: the overrides that vary, cost, TTFT/TPOT P99, served fraction, SLO verdict;
+    cheapest first among the completed ones (failed jobs last)."""
+    import yaml
+    from rich.table import Table
+
+    overrides = {}
+    for r in rows:
+        path = Path(sweep_dir) / str(r["run_dir"]) / ".hydra" / "overrides.yaml"
+        try:
+            overrides[r["job"]] = parse_overrides(yaml.safe_load(path.read_text()) or [])
+        except (OSError, yaml.YAMLError):
+            overrides[r["job"]] = {}
+    keys = list(dict.fromkeys(k for o in overrides.values() for k in o))
+    varying = [k for k in keys if len({str(o.get(k)) for o in overrides.values()}) > 1]
+    t = Table(title=f"sweep · {len(rows)} jobs · cheapest first")
+    t.add_column("job", justify="right")
+    for k in varying:
+        t.add_column(k.removeprefix("scenario.pools."))
+    for head in ("usd", "ttft_p99_ms", "tpot_p99_ms", "served", "SLOs"):
+        t.add_column(head, justify="right")
+
+    def order(r):
+        usd = r.get("usd")
+        return (r["status"] != "completed", usd if isinstance(usd, (int, float)) else float("inf"), r["job"])
+    for r in sorted(rows, key=order):
+        met = r.get("slo_met")
+        verdict = r["status"] if r["status"] != "completed" else ("met" if met else "missed" if met is False
+                                                                  else "no data")
+        served = r.get("served_fraction")
+        t.add_row(str(r["job"]), *(str(overrides[r["job"]].get(k, "")) for k in varying),
+                  "-" if r.get("usd") is None else f"{r['usd']:,.2f}", _ms(r.get("ttft_p99_s")),
+                  _ms(r.get("tpot_p99_s")), "-" if served is None else f"{served:.3%}", verdict)
+    return t
 
 
 class SweepParquetCallback(Callback):
@@ -28,6 +68,9 @@ class SweepParquetCallback(Callback):
         if not rows:
             return
         out = write_sweep(sweep_dir, rows)
+        from rich.console import Console
+
+        Console(highlight=False, width=120).print(comparison_table(sweep_dir, rows))
         done = sum(r["status"] == "completed" for r in rows)
         print(f"sweep: {out} ({len(rows)} jobs, {done} completed)")
         failed = [r for r in rows if r["status"] != "completed"]

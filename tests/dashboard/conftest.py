@@ -1,8 +1,8 @@
 """Fixture factory: result folders written per `docs/results.md`, good and broken, for the dashboard tests.
 
 `build_results(base)` lays out, under `base`:
-    runs/smoke/<4 runs>     two good runs (2 and 3 instances), one half-written (no DONE, newest), one with a
-                            corrupt timeseries.parquet (oldest)
+    runs/smoke/<5 runs>     two good runs (2 and 3 instances), one half-written (no DONE, newest), one with a
+                            corrupt timeseries.parquet, one with 1 instance that misses TTFT P99 (oldest)
     multirun/2026-11-30/09-00-00/   a sweep over 1..4 instances: jobs 0..3 and sweep.parquet
     plans/ecommerce/        plan.json beside a sweep.parquet pointing at the sweep's jobs
     runs/calibrate/h100_sxm/ measurements.parquet and fit.json;  runs/validate/a100/validation.json
@@ -22,6 +22,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
+from sim.config import SloConfig
+from sim.core.run import nan_to_none
+from sim.review.diagnosis import diagnose
+from sim.review.evidence import PoolFacts, RunEvidence
+from sim.review.verdict import verdicts
 
 REPO = Path(__file__).resolve().parents[2]
 APP = REPO / "dashboard" / "streamlit_app.py"
@@ -119,7 +125,8 @@ def make_run(path: Path, *, instances: int = 2, n: int = 2000, duration_s: float
                        "note": "roofline over datasheet peaks x documented efficiencies (conf/cost/roofline.yaml)"},
         "invariants": {"request_conservation": "ok", "kv_capacity": "ok", "clock_monotone": "ok", "causality": "ok"},
     }
-    (path / "summary.json").write_text(json.dumps(summary, indent=2))
+    summary.update(_review(requests, pools_df, pools, instances, duration_s))
+    (path / "summary.json").write_text(json.dumps(nan_to_none(summary), indent=2))
     hydra = path / ".hydra"
     hydra.mkdir(exist_ok=True)
     pool_yaml = "".join(f"      {p}:\n        hardware: h100_sxm\n        instances: {instances}\n" for p in pools)
@@ -132,6 +139,20 @@ def make_run(path: Path, *, instances: int = 2, n: int = 2000, duration_s: float
     if done:
         (path / "DONE").write_text("")
     return summary
+
+
+def _review(requests: pd.DataFrame, pools_df: pd.DataFrame, pools, instances: int, duration_s: float) -> dict:
+    """`verdict` and `diagnosis` as a real run computes them (sim/review), over these synthetic tables."""
+    cols = {k: requests[k].to_numpy(dtype=object if requests[k].dtype == object else None) for k in requests}
+    n = len(requests)
+    cols.update(itl_max_s=cols["tpot_s"] * 2, fallback=np.zeros(n, dtype=bool))
+    series = {p: {k: pools_df[pools_df["pool"] == p][k].to_numpy(dtype=float) for k in pools_df if k != "pool"}
+              for p in pools}
+    facts = {p: PoolFacts("fixed", {}, instances, instances, instances) for p in pools}
+    records = verdicts(cols, SloConfig(**SLO))
+    ev = RunEvidence(cols, series, facts, {"default": list(pools)}, [], [], None, "static", None, duration_s,
+                     {"max_num_seqs": 256})
+    return {"verdict": records, "diagnosis": diagnose(records, ev)}
 
 
 def make_sweep(path: Path, counts=(1, 2, 3, 4)) -> pd.DataFrame:
@@ -204,6 +225,7 @@ def build_results(base: Path) -> dict[str, Path]:
     p = {"base": base, "runs": base / "runs", "multirun": base / "multirun",
          "good": runs / "2026-11-30_11-00-00", "good2": runs / "2026-11-30_10-00-00",
          "half": runs / "2026-11-30_12-00-00", "corrupt": runs / "2026-11-30_09-00-00",
+         "missed": runs / "2026-11-30_08-00-00",
          "sweep": base / "multirun" / "2026-11-30" / "09-00-00", "plan": base / "plans" / "ecommerce",
          "calibration": base / "runs" / "calibrate" / "h100_sxm", "profile": base / "calibrate" / "profiles" /
          "h100_sxm.parquet", "validation": base / "runs" / "validate" / "a100", "empty": base / "empty"}
@@ -212,6 +234,7 @@ def build_results(base: Path) -> dict[str, Path]:
     make_run(p["half"], instances=2, seed=3, done=False)
     (p["half"] / "summary.json").unlink()  # crashed before the summary
     make_run(p["corrupt"], instances=2, seed=4)
+    make_run(p["missed"], instances=1, seed=5)  # TTFT P99 over its target: a diagnosis to show
     raw = (p["corrupt"] / "timeseries.parquet").read_bytes()
     (p["corrupt"] / "timeseries.parquet").write_bytes(raw[: len(raw) // 3])  # truncated mid-write
     sweep = make_sweep(p["sweep"])
@@ -231,7 +254,8 @@ def build_results(base: Path) -> dict[str, Path]:
         for name in names:
             (base / "conf" / group / f"{name}.yaml").write_text(f"name: {name}\n")
     p["empty"].mkdir()
-    for key, age in (("half", 0), ("good", 100), ("good2", 200), ("corrupt", 400), ("sweep", 300), ("plan", 350)):
+    for key, age in (("half", 0), ("good", 100), ("good2", 200), ("corrupt", 400), ("sweep", 300), ("plan", 350),
+                     ("missed", 500)):
         _age(p[key], age)
     return p
 

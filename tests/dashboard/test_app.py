@@ -54,7 +54,9 @@ def test_run_page_defaults_to_newest_complete_run_and_shows_kpis_and_charts(resu
     assert metrics["TTFT P50"].label == "TTFT P50"  # no SLO on P50, no verdict
     assert metrics["Cost per 1M output tokens"].value == f"{s['cost']['usd_per_million_output_tokens']:,.2f} USD"
     assert texts(at, "success") == ["Every SLO is met."]
-    assert texts(at, "subheader")[:8] == ["Arrival rate against capacity", "Instances per pool by state",
+    assert texts(at, "subheader")[:3] == ["Diagnosis", "Verdicts by class", "Verdicts by class and pool"]
+    assert "Nothing to diagnose: every SLO verdict is met or has no data." in texts(at, "caption")
+    assert texts(at, "subheader")[3:11] == ["Arrival rate against capacity", "Instances per pool by state",
                                           "Queue length", "KV-cache utilisation and busy fraction",
                                           "Latency over time", "Where the time goes", "Cost by pool",
                                           "Requests not served, by reason"]

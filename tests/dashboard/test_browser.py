@@ -23,7 +23,14 @@ FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "-
          "--disable-component-update", "--disable-sync"]
 # page url path, texts that must show, minimum number of drawn charts
 PAGES = [
-    ("run", "", ["Every SLO is met.", "Arrival rate against capacity", "Where the time goes", "TTFT P99"], 8),
+    ("run", "", ["Every SLO is met.", "Arrival rate against capacity", "Where the time goes", "TTFT P99",
+                 "Verdicts by class", "Verdicts by class and pool", "Nothing to diagnose",
+                 "No number here was measured on a GPU"], 8),
+    ("run-url", "run", ["Every SLO is met.", "Verdicts by class and pool"], 8),
+    ("run-missed", "run?run=2026-11-30_08-00-00", ["SLO missed", "Diagnosis",
+                                                   "TTFT P99 missed: default on main", "cause: queueing",
+                                                   "scenario.pools.main.instances=2", "Verdicts by class and pool"],
+     8),
     ("compare", "compare", ["Cheapest configuration meeting the SLO", "Side by side"], 2),
     ("calibration", "calibration", ["Measured against fitted", "Roofline", "Error per op", "Provenance"], 3),
     ("whatif", "whatif", ["Baseline run", "Instances in pool main", "Run what-if"], 0),
@@ -98,9 +105,18 @@ def test_every_page_renders_in_a_real_browser(server, tmp_path):
                 page.set_viewport_size({"width": 1400, "height": 6000})
                 page.goto(f"{server}/{path}", wait_until="domcontentloaded")
                 for text in expected:
-                    page.get_by_text(text, exact=False).first.wait_for(timeout=20_000)
+                    try:
+                        page.get_by_text(text, exact=False).filter(visible=True).first.wait_for(timeout=20_000)
+                    except Exception:
+                        page.screenshot(path=str(ARTIFACTS / f"{name}-failed.png"))
+                        raise AssertionError(f"page {name}: {text!r} not shown (screenshot {name}-failed.png)")
                 page.wait_for_function(DRAWN_CHARTS, arg=charts, timeout=20_000)
                 assert page.locator('[data-testid="stException"]').count() == 0, name
+                assert page.get_by_text("Page not found").count() == 0, name
+                if name == "run-missed":  # the verdict tables' cells (the grid draws on a canvas; cells in the DOM)
+                    cells = page.locator('[data-testid^="glide-cell"]')
+                    for text in ("missed", "main", "TTFT P99"):  # attached (drawn on the canvas, so not "visible")
+                        cells.filter(has_text=text).first.wait_for(state="attached", timeout=20_000)
                 page.set_viewport_size({"width": 1400, "height": min(int(page.evaluate(PAGE_HEIGHT)) + 120, 6000)})
                 page.wait_for_timeout(300)  # let the tables' canvases repaint after the resize
                 page.screenshot(path=str(ARTIFACTS / f"{name}.png"))

@@ -30,7 +30,11 @@ def test_run_report_holds_kpis_verdicts_charts_config_and_provenance(results, tm
     for k in kpis(summary):
         assert f'<div class="label">{k.label}</div><div class="value">{k.show()}</div>' in html
     assert "Every SLO is met." in html
-    assert html.count('<td class="met">met</td>') == 3  # the SLO table: TTFT, TPOT, served
+    # the SLO table (TTFT, TPOT, served) and the two verdict tables: by class (default, all) and by class and
+    # pool (default@main, all@main), 3 SLOs each
+    assert html.count('<td class="met">met</td>') == 3 + 2 * 3 + 2 * 3
+    assert "<h2>Diagnosis</h2>" in html and "Nothing to diagnose" in html
+    assert "No number here was measured on a GPU" in html and "Monthly projection" in html
     assert "Arrival rate against capacity" in html and "Requests not served, by reason" in html
     assert "load_multiplier: 1.0" in html  # .hydra/config.yaml
     assert "request_conservation" in html and "analytical" in html  # provenance

@@ -279,3 +279,14 @@ def test_chart_axes_carry_units(results):
                   "Instance time in iterations (s)", "Cost (USD)", "Simulated time (min)"):
         assert title in specs
     assert charts.MAX_SCATTER_POINTS < 5000  # Altair's inline-data limit
+
+
+def test_whatif_finds_autoscaler_limits_only_for_autoscaled_pools():
+    from dashboard import whatif
+
+    config = {"scenario": {"pools": {
+        "l40s": {"instances": 32, "min_instances": 4, "max_instances": 32, "autoscaler": {"name": "reactive"}},
+        "cpu": {"instances": 4, "min_instances": 4, "max_instances": 4}}}}
+    assert whatif.find_limit_keys(config, ["l40s", "cpu"]) == {
+        "l40s": {"min_instances": ("scenario.pools.l40s.min_instances", 4),
+                 "max_instances": ("scenario.pools.l40s.max_instances", 32)}}

@@ -34,3 +34,19 @@ def test_without_a_search_every_fixed_pool_is_sized(tmp_path):
         ("scenario.pools.main.instances", [1, 2, 3, 4], True)]          # smoke has 2 instances: 1 .. 4
     assert doc["notes"][0].startswith("no search.* argument")
     assert doc["chosen"]["overrides"] == {"scenario.pools.main.instances": 1}
+
+
+def test_ecommerce_peak_default_plan_searches_the_l40s_floor_over_the_whole_flash_sale():
+    """The documented default (docs/planning.md): the knob the run's diagnosis names, on 19:55-20:35."""
+    from sim.compose import compose_config
+    from sim.config import load_run_config
+    from sim.plan.planner import default_overrides, default_space, validate
+
+    base = ["scenario=ecommerce_peak", *default_overrides("ecommerce_peak")]
+    space = default_space(load_run_config(compose_config(base)))
+    assert [(d.key, d.values) for d in space.dimensions] == [
+        ("scenario.pools.l40s_int4.min_instances", (4, 8, 12, 16, 20, 24, 28, 32))]
+    run = validate(base, space)
+    assert run.scenario.traffic["transforms"] == [{"kind": "window", "start_s": 1500, "end_s": 3900}]
+    flash = run.scenario.traffic["parts"][0]["flash_sales"][0]   # the sale: 1800 + ramp + hold + decay = 3780 s
+    assert 1500 < flash["start_s"] and flash["start_s"] + flash["ramp_s"] + flash["hold_s"] + flash["decay_s"] <= 3900

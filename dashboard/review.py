@@ -1,0 +1,77 @@
+"""The review's answers for one run: verdict tables (per class, per class x pool), the diagnosis of what missed,
+and the cost model's provenance in plain words. Shared by the Run page and the HTML report; reads `summary.json`
+keys only (`verdict`, `diagnosis`, `cost_model`, `pools.*.cost_model`), formatted by sim/review/text.py."""
+from __future__ import annotations
+
+import pandas as pd
+
+from sim.review.text import SLO_LABEL, evidence_phrases, headline, target, value
+
+STATUS = {"met": "met", "missed": "missed", "no_data": "no data"}
+
+
+def _frame(rows: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame([{"class": r["class"], "pool": r["pool"], "SLO": SLO_LABEL.get(r["slo"], r["slo"]),
+                          "target": target(r["slo"], r["target"]), "achieved": value(r["slo"], r["achieved"]),
+                          "requests": r["requests"], "verdict": STATUS.get(r["status"], r["status"])}
+                         for r in rows])
+
+
+def verdict_tables(summary: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(per class over every pool, per class x pool with each pool's all-classes row); empty frames for a run
+    written before `verdict` existed."""
+    rows = summary.get("verdict") or []
+    by_class = [r for r in rows if r["pool"] == "all"]
+    by_pool = sorted((r for r in rows if r["pool"] != "all"), key=lambda r: (r["pool"], r["class"] == "all", r["class"]))
+    return _frame(by_class), _frame(by_pool)
+
+
+def findings(summary: dict) -> list[dict]:
+    """The diagnosis as {headline, evidence: [phrases], try: [overrides]}."""
+    return [{"headline": headline(f), "evidence": evidence_phrases(f), "try": list(f.get("try") or []),
+             "cause": f["cause"]} for f in summary.get("diagnosis") or []]
+
+
+def diagnosis_note(summary: dict) -> str | None:
+    """What to say when there is no finding: None when there are findings."""
+    if summary.get("diagnosis"):
+        return None
+    if "diagnosis" not in summary:
+        return "This run has no diagnosis (written before summary.json had one)."
+    return "Nothing to diagnose: every SLO verdict is met or has no data."
+
+
+def provenance_text(summary: dict) -> str:
+    """Where the step times come from, in one sentence: measured, analytical or mixed, and which ops."""
+    cm = summary.get("cost_model") or {}
+    kind = cm.get("kind", "unknown")
+    measured, analytical = set(), set()
+    for p in (summary.get("pools") or {}).values():
+        d = p.get("cost_model") or {}
+        measured.update(d.get("measured_ops") or [])
+        analytical.update(d.get("analytical_ops") or [])
+    if kind == "analytical" or (kind != "measured" and not measured):
+        ops = f" ({', '.join(sorted(analytical))})" if analytical else ""
+        return ("Cost model: analytical. No number here was measured on a GPU: every step time is a roofline over "
+                f"datasheet peaks with documented default efficiencies{ops}.")
+    if kind == "measured":
+        return (f"Cost model: measured. Step times come from kernels timed on {cm.get('hardware', 'the device')} "
+                f"(profile {cm.get('profile') or '?'}: {', '.join(sorted(measured)) or 'every op'}).")
+    return (f"Cost model: mixed. Measured on {cm.get('hardware', 'the device')} (profile {cm.get('profile') or '?'}): "
+            f"{', '.join(sorted(measured))}; analytical (roofline, not measured): "
+            f"{', '.join(sorted(analytical - measured)) or 'none'}.")
+
+
+HOURS_PER_MONTH = 730.0  # 365 x 24 / 12
+
+
+def monthly_text(summary: dict) -> str | None:
+    """The run's bill at its simulated rate for a month (730 h). The projection assumes the window's traffic all
+    month long, so a peak window overstates a month that is mostly off-peak."""
+    usd = (summary.get("cost") or {}).get("usd")
+    dur = summary.get("simulated_duration_s")
+    if not isinstance(usd, (int, float)) or not isinstance(dur, (int, float)) or dur <= 0:
+        return None
+    month = usd / dur * HOURS_PER_MONTH * 3600.0
+    return (f"Monthly projection: ${month:,.0f} (this run's ${usd:,.2f} over {dur:,.0f} s at the same rate for "
+            "730 h; a peak window overstates a month that is mostly off-peak).")

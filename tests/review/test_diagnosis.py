@@ -1,0 +1,112 @@
+"""The diagnosis: window, cause and knobs from a run's evidence, one synthetic run per cause."""
+import numpy as np
+import pytest
+
+from sim.config import SloConfig
+from sim.review.diagnosis import diagnose
+from sim.review.evidence import PoolFacts, RunEvidence
+from sim.review.text import finding_lines, wrap
+from sim.review.verdict import verdicts
+
+SLO = SloConfig(ttft_p99_s=1.0, tpot_p99_s=0.05, served_fraction=0.9)
+T_END = 600.0
+
+
+def _run(slow=lambda t: False, *, ttft_slow=False, active=lambda t: 10, queued=lambda t: 0, starting=lambda t: 0,
+         autoscaler="fixed", pool="p", routes=None, preempted=False, fallback=False, scale_events=(),
+         instance_times=()):
+    """One class `qa` on `pool`, 20 req/s for 600 s; requests arriving at t with slow(t) get TPOT 0.1 s (or
+    TTFT 3 s with ttft_slow) instead of 0.02 s / 0.2 s."""
+    arrival = np.arange(0.0, T_END, 0.05)
+    n = arrival.size
+    is_slow = np.array([slow(t) for t in arrival])
+    ttft = np.where(is_slow & ttft_slow, 3.0, 0.2)
+    tpot = np.where(is_slow & ~np.array(ttft_slow), 0.1, 0.02)
+    first = arrival + ttft
+    cols = {"request_class": np.array(["qa"] * n, dtype=object), "pool": np.array([pool] * n, dtype=object),
+            "status": np.array(["completed"] * n, dtype=object), "arrival_s": arrival, "first_token_s": first,
+            "finish_s": first + 99 * tpot, "ttft_s": ttft, "tpot_s": tpot, "itl_max_s": tpot * 2,
+            "preemptions": (is_slow & preempted).astype(np.int32), "fallback": is_slow & fallback,
+            "reject_reason": np.array([""] * n, dtype=object)}
+    t = np.arange(1.0, T_END + 1)
+    series = {pool: {"t_s": t, "active": np.array([active(x) for x in t], float),
+                     "starting": np.array([starting(x) for x in t], float),
+                     "queued": np.array([queued(x) for x in t], float), "running": np.full(t.size, 30.0),
+                     "kv_utilization": np.full(t.size, 0.5), "busy_fraction": np.full(t.size, 0.9), "warm": 0 * t,
+                     "draining": 0 * t}}
+    params = {"interval_s": 15, "step": 2, "cooldown_s": 45} if autoscaler == "reactive" else {}
+    pools = {pool: PoolFacts(autoscaler, params, 20, 4, 32, list(instance_times))}
+    if routes and routes[0] != pool:
+        pools[routes[0]] = PoolFacts("reactive", params, 8, 4, 16)
+    ev = RunEvidence(cols, series, pools, {"qa": routes or [pool]}, list(scale_events), [], "fb",
+                     "spill_over", 8, T_END, {"max_num_seqs": 256})
+    return diagnose(verdicts(cols, SLO), ev)
+
+
+def test_nothing_missed_nothing_found():
+    assert _run() == []
+
+
+def test_a_pool_that_shrank_before_the_load_rose_is_autoscaler_lag_with_its_window_and_min_instances():
+    # 20 instances, scaled down to 8 at t = 300; requests arriving in 420..480 s are slow (finish ~3 s later)
+    downs = [(t, "p", 20 - 2 * k, 18 - 2 * k) for k, t in enumerate(range(240, 300, 10))]
+    (f,) = _run(lambda t: 420 <= t < 480, active=lambda t: 20 if t < 300 else 8, autoscaler="reactive",
+                scale_events=downs)
+    assert (f["slo"], f["class"], f["pool"], f["cause"]) == ("tpot_p99", "qa", "p", "autoscaler_lag")
+    a, b = f["window_s"]
+    assert a <= 423 and b >= 480 and b - a <= 120   # the slow finishes (423..483 s) in 30 s bins
+    e = f["evidence"]
+    assert e["instances_max_before"] == 20 and e["instances_min_in_window"] == 8
+    assert e["achieved_in_window"] == pytest.approx(0.1)
+    assert "scenario.pools.p.min_instances=20" in f["try"]
+    assert "scenario.pools.p.autoscaler.cooldown_s=15" in f["try"]
+    assert any(t.startswith("search.scenario.pools.p.min_instances=range(") for t in f["try"])
+
+
+def test_the_same_misses_on_a_fixed_pool_are_slow_steps():
+    (f,) = _run(lambda t: 420 <= t < 480)
+    assert f["cause"] == "step_time"
+    assert "scenario.pools.p.instances=30" in f["try"]
+
+
+def test_a_long_queue_makes_ttft_misses_queueing():
+    # Little's law: 100 queued at 20 req/s = 5 s of waiting against a mean TTFT of about 3 s in the window
+    (f,) = _run(lambda t: 300 <= t < 360, ttft_slow=True, queued=lambda t: 100 if 300 < t <= 365 else 0)
+    assert (f["slo"], f["cause"]) == ("ttft_p99", "queueing")
+    assert f["evidence"]["queueing_share_of_ttft"] > 0.5
+
+
+def test_preempted_slow_requests_are_kv_preemption():
+    (f,) = _run(lambda t: 420 <= t < 480, preempted=True)
+    assert f["cause"] == "kv_preemption"
+    assert f["evidence"]["preempted_share_of_slow"] == 1.0
+
+
+def test_slow_requests_on_the_fallback_pool_are_the_overload_ladder():
+    (f,) = _run(lambda t: 420 <= t < 480, fallback=True)
+    assert f["cause"] == "overload_action"
+
+
+def test_a_class_served_off_its_first_route_is_a_placement_spill():
+    (f,) = _run(lambda t: 420 <= t < 480, routes=["first", "p"])
+    assert f["cause"] == "placement_spill"
+    assert f["try"][0] == "scenario.pools.first.min_instances=16"
+    assert "scenario.placement.spill_queue_per_instance=16" in f["try"]
+
+
+def test_capacity_asked_for_before_the_window_but_still_starting_is_cold_start():
+    ups = [(380.0, "p", 10, 14)]
+    times = [(380.0, 470.0, float("nan"))] * 4
+    (f,) = _run(lambda t: 420 <= t < 480, autoscaler="reactive", scale_events=ups, instance_times=times,
+                starting=lambda t: 4 if 380 < t <= 470 else 0, active=lambda t: 10 if t <= 470 else 14)
+    assert f["cause"] == "cold_start"
+    assert f["evidence"]["starting_at_window_start"] == 4
+
+
+def test_terminal_lines_fit_80_columns_and_break_only_between_phrases():
+    (f,) = _run(lambda t: 420 <= t < 480, active=lambda t: 20 if t < 300 else 8, autoscaler="reactive")
+    lines = finding_lines(f)
+    assert lines[0].startswith("TPOT P99 missed: qa on p")
+    assert all(len(x) <= 80 for x in lines)
+    phrases = ["a" * 30, "b" * 30, "c" * 30]
+    assert wrap(phrases, 80, "  ") == ["  " + "a" * 30 + " · " + "b" * 30, "  " + "c" * 30]
