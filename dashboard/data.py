@@ -21,11 +21,13 @@ import pyarrow.parquet as pq
 import yaml
 
 from inferplan.errors import InputError
+from sim.results.read import read_summary, table_path
+from sim.results.schema import DONE, RUN_FILES
 
 RUNS_DIR_ENV = "INFERPLAN_RUNS_DIR"
 DEFAULT_RUNS_DIRS = "runs, multirun, plans"
 TABLES = ("requests", "timeseries", "pools")
-RUN_MARKERS = ("summary.json", "DONE", "requests.parquet", "timeseries.parquet", "pools.parquet")
+RUN_MARKERS = RUN_FILES  # (sim/results/schema.py)
 
 # Columns each table must have for the dashboard to plot it; the rest of docs/results.md is optional here.
 REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -109,7 +111,7 @@ def discover(roots: list[Path]) -> list[Folder]:
                 continue
             rel = path.relative_to(root).as_posix()
             label = "/".join(p for p in (root.name, "" if rel == "." else rel) if p) or "."
-            done = kind != "run" or "DONE" in filenames
+            done = kind != "run" or DONE in filenames
             found.append(Folder(path=path, kind=kind, label=label, done=done, mtime=path.stat().st_mtime))
     return sorted(found, key=lambda f: (-f.mtime, f.label))
 
@@ -166,13 +168,10 @@ def open_run(path: Path) -> RunData:
     path = Path(path)
     if not path.is_dir():
         raise InputError(path, "folder", "not found", "pick a run from the list, or check the results folder")
-    if not (path / "DONE").is_file():
-        raise InputError(path, "DONE", "half-written run: no DONE marker, so the simulation crashed or is still "
-                         "running", "wait for it to finish, or re-run it (the simulator writes DONE last)")
-    summary = read_json(path / "summary.json", "summary.json")
+    summary = dict(read_summary(path))  # (the only reader: checks DONE, the schema version, the JSON)
     schemas = {}
     for table in TABLES:
-        file = path / f"{table}.parquet"
+        file = table_path(path, table)
         if file.is_file():
             schemas[table] = read_schema(file, REQUIRED_COLUMNS[table])
     config = path / ".hydra" / "config.yaml"
@@ -183,7 +182,7 @@ def open_run(path: Path) -> RunData:
 
 def read_table(path: Path, table: str, columns: list[str] | None = None) -> pd.DataFrame:
     """One of a run's tables as a DataFrame, reading only `columns` (those present) when given."""
-    file = Path(path) / f"{table}.parquet"
+    file = table_path(Path(path), table)
     schema = read_schema(file, REQUIRED_COLUMNS.get(table, ()))
     cols = None if columns is None else [c for c in columns if c in schema.names]
     try:

@@ -21,6 +21,7 @@ from dashboard.calibration import flat_items
 from dashboard.data import RunData, open_run, read_plan
 from dashboard.kpis import kpis, overall_verdict, slo_rows
 from inferplan.errors import InputError, exit_on_input_error
+from sim.results.schema import RUN_FILES
 
 
 def _stamp() -> str:
@@ -193,7 +194,7 @@ def build(folder: Path) -> str:
         df, notes = compare.sweep_frame(folder)
         return hk.page(f"inferplan sweep: {folder.name}",
                        comparison_sections(df, f"inferplan sweep: {folder.name}", str(folder), notes))
-    if not any((folder / name).exists() for name in ("summary.json", "DONE", "timeseries.parquet", ".hydra")):
+    if not any((folder / name).exists() for name in (*RUN_FILES, ".hydra")):
         raise InputError(folder, "folder", "is not a run, sweep or plan folder (no summary.json, sweep.parquet or "
                          "plan.json)", "give a folder written by `python -m sim` or `python -m sim.plan`")
     run = open_run(folder)

@@ -14,6 +14,7 @@ import streamlit as st
 from dashboard import calibration, compare, data, figures
 from dashboard.kpis import kpis, relative_delta
 from inferplan.errors import InputError
+from sim.results.schema import RUN_FILES
 
 ROOT_KEY = "results_root"
 # Streamlit ships the Material icon font, so these render everywhere (emoji need the system's emoji font).
@@ -46,8 +47,7 @@ def _roots_key() -> tuple[str, ...]:
 
 def stamp(path: Path) -> tuple:
     """Modification times of a folder's result files: the cache key that notices rewrites."""
-    names = ("DONE", "summary.json", "requests.parquet", "timeseries.parquet", "pools.parquet", "sweep.parquet",
-             "plan.json")
+    names = (*RUN_FILES, "sweep.parquet", "plan.json")
     return tuple((p.stat().st_mtime_ns if (p := Path(path) / n).exists() else 0) for n in names)
 
 

@@ -55,14 +55,16 @@ def read_summary(run_dir: Path) -> Summary:
     if not is_complete(run_dir):
         raise InputError(str(run_dir), DONE, "half-written run: no DONE marker, so the simulation crashed or is still "
                          "running", "wait for it to finish, or re-run it (the simulator writes DONE last)")
+    if not path.is_file():
+        raise InputError(str(path), SUMMARY, "file missing", RERUN_FIX)
     try:
         data = json.loads(path.read_text())
-    except OSError:
-        raise InputError(str(path), "file", "missing or unreadable", RERUN_FIX) from None
-    except ValueError as err:
-        raise InputError(str(path), "file", f"not JSON ({err.msg} at line {err.lineno})", RERUN_FIX) from None
-    if not isinstance(data, dict) or "requests" not in data or "scenario" not in data:
-        raise InputError(str(path), "file", "not an inferplan run summary (no `scenario`/`requests`)", RERUN_FIX)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise InputError(str(path), SUMMARY, f"not valid JSON ({type(err).__name__})", RERUN_FIX) from None
+    if not isinstance(data, dict):
+        raise InputError(str(path), SUMMARY, f"holds a {type(data).__name__}, expected a JSON object", RERUN_FIX)
+    if "requests" not in data or "scenario" not in data:
+        raise InputError(str(path), SUMMARY, "not an inferplan run summary (no `scenario`/`requests`)", RERUN_FIX)
     return cast(Summary, _upgrade(data, path))
 
 

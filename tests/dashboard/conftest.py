@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from sim.config import SloConfig
+from sim.results.schema import SCHEMA_VERSION
 from sim.core.run import nan_to_none
 from sim.review.diagnosis import diagnose
 from sim.review.evidence import PoolFacts, RunEvidence
@@ -103,7 +104,7 @@ def make_run(path: Path, *, instances: int = 2, n: int = 2000, duration_s: float
     usd = duration_s / 3600 * instances * USD_PER_INSTANCE_HOUR
     out_tokens = int(output[done_mask].sum())
     summary = {
-        "scenario": scenario, "seed": seed, "simulated_duration_s": duration_s, "wall_time_s": 1.5 * instances,
+        "schema_version": SCHEMA_VERSION, "scenario": scenario, "seed": seed, "simulated_duration_s": duration_s, "wall_time_s": 1.5 * instances,
         "requests": {"arrived": n, **counts, "rejected_by_reason": by_reason},
         "latency_s": lat,
         "throughput": {"requests_per_s": counts["completed"] / duration_s,
@@ -115,8 +116,10 @@ def make_run(path: Path, *, instances: int = 2, n: int = 2000, duration_s: float
                         "served_fraction": counts["completed"] / n >= SLO["served_fraction"]}},
         "cost": {"usd": usd, "usd_per_million_output_tokens": usd / out_tokens * 1e6,
                  "usd_per_million_input_tokens": usd / float(prompt[done_mask].sum()) * 1e6,
-                 "node_hours": duration_s / 3600 * instances, "usd_per_request": usd / n},
+                 "device_hours": duration_s / 3600 * instances, "node_hours": duration_s / 3600 * instances,
+                 "usd_per_request": usd / n},
         "pools": {p: {"hardware": "h100_sxm", "model": "llama3_8b", "instances_max": instances,
+                      "device_hours": duration_s / 3600 * instances / len(pools),
                       "node_hours": duration_s / 3600 * instances / len(pools), "usd": usd / len(pools),
                       "requests_completed": counts["completed"] // len(pools),
                       "time_breakdown_s": {"attention": 120.0 * load, "dense_gemm": 300.0 * load, "moe_gemm": 0.0,
