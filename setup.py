@@ -44,11 +44,12 @@ def _ext_modules() -> list:
     except ImportError:  # (a build without isolation, in an environment without mypy)
         return []
     os.chdir(ROOT)  # mypyc resolves module names from paths relative to the project
+    # The manifest records the sources before they are read: one edited during the build then counts as stale.
+    compiled.write_manifest(COMPILED, ROOT)
     exts = mypycify(["--ignore-missing-imports", "--follow-imports=silent", *COMPILED], opt_level="3",
                     group_name="inferplan_sim")
     for ext in exts:
         ext.optional = True  # no compiler: the package installs interpreted
-    compiled.write_manifest(COMPILED, ROOT)
     return exts
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from inferplan.summary_flat import flatten_summary  # the sweep.parquet contract, shared with sim.sweep
+from sim.results.flat import flatten_summary  # the sweep.parquet contract, shared with sim.sweep
 
 LATENCIES = ("ttft", "tpot", "e2e")
 STATS = ("p50", "p90", "p99", "mean")

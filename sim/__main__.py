@@ -31,7 +31,7 @@ from inferplan.specs import CONF_DIR
 from sim.api import RunInterrupted, run_composed
 from sim.compose import compose_config
 from sim.report import print_summary
-from sim.sweep.table import FAILED_FILE
+from sim.results.schema import ERROR_LOG, FAILED
 
 
 def _sweep_variants(argv: list[str]) -> list[list[str]]:
@@ -82,7 +82,7 @@ def _sweep_job(cfg: DictConfig, out_dir: Path):
     except InputError as err:
         return _job_failed(out_dir, str(err))
     except Exception as err:  # a bug: keep its traceback beside the job, let the other jobs run
-        (out_dir / "error.log").write_text(traceback.format_exc())
+        (out_dir / ERROR_LOG).write_text(traceback.format_exc())
         return _job_failed(out_dir, f"{type(err).__name__}: {err} (traceback in error.log)")
     print_summary(summary, run_dir)
     return summary
@@ -91,7 +91,7 @@ def _sweep_job(cfg: DictConfig, out_dir: Path):
 def _job_failed(out_dir: Path, message: str) -> dict:
     line = " ".join(message.split())
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / FAILED_FILE).write_text(line + "\n")
+    (out_dir / FAILED).write_text(line + "\n")
     print(f"error: job {out_dir.name}: {line}", file=sys.stderr)
     return {"status": "failed", "error": line}
 

@@ -13,7 +13,7 @@ from scenarios.rng import stream
 from scenarios.transforms import scale_rate
 from sim.compose import compose_config
 from sim.config import load_run_config
-from sim.results import write_run
+from sim.results.write import write_run
 from sim.core.run import simulate
 
 

@@ -1,4 +1,5 @@
-"""Typed, validated run configuration: the composed Hydra config turned into dataclasses at load.
+"""Typed, validated run configuration: the composed Hydra config turned into dataclasses at load, and each pool's
+file-backed inputs resolved (sim/resolve.py), so that a run reads nothing from disk.
 
 Unknown or mistyped keys become `InputError`s that name the config group, the key and the valid choices.
 """
@@ -150,6 +151,8 @@ class RunConfig:
     fast_forward: bool = True
     calibration: dict | None = None  # a fitted overlay in effect (written by `sim.validate fit=true`), recorded
     engine: dict = field(default_factory=lambda: {"name": "generic"})  # the engine group (sim/core/instance/engine.py)
+    setups: dict = field(default_factory=dict)  # pool name -> sim.resolve.PoolSetup (specs, presets, deployment, ...)
+    fleet: Any = None                           # sim.resolve.FleetSetup (router, placement, overload, autoscalers)
 
 
 def instance_bounds(p: PoolConfig) -> tuple[int, int]:
@@ -219,7 +222,7 @@ def load_run_config(cfg) -> RunConfig:
     cost = build(CostConfig, d.get("cost"), "conf/cost")
     if cost.kind not in ("roofline", "constant"):
         raise InputError("conf/cost", "kind", f"unknown cost model {cost.kind!r}", "use one of: roofline, constant")
-    return RunConfig(
+    run = RunConfig(
         seed=int(d.get("seed", 0)), scenario=scen, pools=pools, slo=build(SloConfig, scen.slo, f"scenario/{scen.name}: slo"),
         batching_name=bname, batching=batching, router_name=rname, router=router,
         autoscaler_name=aname, autoscaler=autoscaler,
@@ -228,3 +231,6 @@ def load_run_config(cfg) -> RunConfig:
         calibration=d.get("calibration"),
         engine=dict(d.get("engine") or {"name": "generic"}),
     )
+    from sim.resolve import resolve_fleet, resolve_pools  # (they build on the typed config above)
+
+    return dataclasses.replace(run, setups=resolve_pools(run), fleet=resolve_fleet(run))

@@ -57,7 +57,7 @@ def print_summary(s: dict, run_dir: Path | str) -> None:
     console.print(
         f"throughput: {th['requests_per_s']:.2f} req/s, {th['output_tokens_per_s']:,.0f} output tok/s · cost: "
         f"${cost['usd']:,.2f}, {'-' if usd_m is None else f'${usd_m:,.2f}'} per M output tokens, "
-        f"{cost['node_hours']:,.2f} device-hours")
+        f"{cost['device_hours']:,.2f} device-hours")
     for name, p in s["pools"].items():
         parts = p["time_breakdown_s"]
         total = sum(parts.values()) or 1.0

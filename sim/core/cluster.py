@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import simpy
 
-from inferplan.errors import InputError
 from scenarios.workload import Workload
 from sim.config import RunConfig
 from sim.core.cost.factory import kv_handoff_s
-from sim.core.fleet.autoscaler import FixedScaler, make_autoscaler, run_autoscaler
+from sim.core.fleet.autoscaler import FixedScaler, ScalerContext, make_autoscaler, run_autoscaler
 from sim.core.fleet.monitor import PoolMonitor
-from sim.core.fleet.overload import BREAKER, FALLBACK, SCALE_UP, OverloadConfig, OverloadLadder
+from sim.core.fleet.overload import BREAKER, FALLBACK, SCALE_UP, OverloadLadder
 from sim.core.fleet.placement import PLACEMENTS
 from sim.core.fleet.pool import Pool
 from sim.core.fleet.rolling_update import RollingUpdate
@@ -40,32 +39,17 @@ class Cluster:
         for pool in self.pools.values():
             pool.on_capacity = self._capacity_changed
         self.monitors = {name: PoolMonitor(scen.monitor_window_s) for name in self.pools}
-        params = dict(run.router)
-        cap = params.pop("max_outstanding_per_instance", None)
-        self.max_outstanding = None if cap is None else int(cap)
-        try:
-            self.routers = {name: make_router(run.router_name, params) for name in self.pools}
-        except (TypeError, ValueError) as err:
-            raise InputError(f"conf/router/{run.router_name}.yaml", "parameters", str(err), "remove or rename the key") from None
-        self.placement = self._build_placement(where)
-        try:
-            self.overload = OverloadLadder(OverloadConfig(**scen.overload))
-        except TypeError as err:
-            raise InputError(where, "overload", str(err), f"valid keys: {', '.join(OverloadConfig.__dataclass_fields__)}") from None
+        fleet = run.fleet  # validated at load (sim/resolve.py)
+        self.max_outstanding = fleet.max_outstanding
+        self.routers = {name: make_router(run.router_name, fleet.router) for name in self.pools}
+        self.placement = PLACEMENTS[fleet.placement_name](**fleet.placement)
+        self.overload = OverloadLadder(fleet.overload)
         oc = self.overload.cfg
-        if oc.fallback_pool is not None and oc.fallback_pool not in self.pools:
-            raise InputError(where, "overload.fallback_pool", f"unknown pool {oc.fallback_pool!r}",
-                             f"use one of: {', '.join(self.pools)}")
         self.watched = oc.watch_pools or [n for n in self.pools if n != oc.fallback_pool]
         self.scalers = {}
-        for name, pool in self.pools.items():
-            spec = dict(run.pools[name].autoscaler or {"name": run.autoscaler_name, **run.autoscaler})
-            sname = str(spec.pop("name", run.autoscaler_name))
-            try:
-                self.scalers[name] = make_autoscaler(sname, spec, arrival_times_s=workload.arrival_s)
-            except (KeyError, TypeError, ValueError) as err:
-                raise InputError(f"{where}: pools.{name}", "autoscaler", str(err).strip("'\""),
-                                 "see conf/autoscaler/ for each policy's keys") from None
+        context = ScalerContext(arrival_times_s=workload.arrival_s)
+        for name, (sname, spec) in fleet.autoscalers.items():
+            self.scalers[name] = make_autoscaler(sname, dict(spec), context)
         self.scale_log: list = []
         for name, scaler in self.scalers.items():
             if not isinstance(scaler, FixedScaler):
@@ -75,7 +59,6 @@ class Cluster:
         if scen.rolling_update:
             RollingUpdate(env, self.pools, scen.rolling_update, where).start()
         self.in_transit: dict[int, SimRequest] = {}  # prefill -> decode KV transfers under way
-        self.arrived = 0
         self.finished = 0  # completed or rejected
         self.all_done = env.event()
         self._due_s = workload.arrival_s + scen.frontend_overhead_s
@@ -102,24 +85,6 @@ class Cluster:
         self._schedule_arrival(env.now)
 
     # -- wiring -----------------------------------------------------------------------------------------------
-    def _build_placement(self, where: str):
-        cfg = dict(self.run.scenario.placement or {})
-        name = cfg.pop("name", "static")
-        entry = [n for n, p in self.pools.items() if p.cfg.role != "decode"]
-        cfg.setdefault("default", entry[:1])
-        cfg.setdefault("routes", {})
-        for cls, cands in [("default", cfg["default"]), *cfg["routes"].items()]:
-            if not cands or any(c not in self.pools or self.pools[c].cfg.role == "decode" for c in cands):
-                raise InputError(where, f"placement.routes.{cls}", f"{cands!r} must list serving pools",
-                                 f"use pools among: {', '.join(entry)}")
-        if name not in PLACEMENTS:
-            raise InputError(where, "placement.name", f"unknown placement {name!r}",
-                             f"use one of: {', '.join(PLACEMENTS)}")
-        try:
-            return PLACEMENTS[name](**cfg)
-        except TypeError as err:
-            raise InputError(where, "placement", f"{name}: {err}", "see sim/core/fleet/placement.py") from None
-
     def _overload_loop(self):
         oc = self.overload.cfg
         while True:
@@ -127,8 +92,7 @@ class Cluster:
             level = self.overload.update(self.env.now)
             for name in self.watched:
                 scaler = self.scalers[name]
-                if hasattr(scaler, "boost"):
-                    scaler.boost = level >= SCALE_UP
+                scaler.boost = level >= SCALE_UP
 
     # -- request flow -----------------------------------------------------------------------------------------
     def _count_done(self) -> None:
@@ -143,10 +107,9 @@ class Cluster:
         self.recorder.record(req)
         self._count_done()
 
-    def _on_first_token(self, req: SimRequest, t_s: float, now: float) -> None:
-        """A first token at t_s (now, or the end of the first iteration of a run an instance just planned: the
-        window shows it from t_s on)."""
-        self.monitors[req.pool].ttft.add(t_s, t_s - req.arrival_s, now)
+    def _on_first_token(self, req: SimRequest, now: float) -> None:
+        """A first token, now."""
+        self.monitors[req.pool].ttft.add(now, now - req.arrival_s)
 
     def _on_leave(self, req: SimRequest) -> None:
         pool, now = self.pools[req.pool], self.env.now
@@ -264,7 +227,6 @@ class Cluster:
             cls = self._c_class[j]
             req = SimRequest(i, self._c_arrival[j], self._c_prompt[j], self._c_output[j], cls, self._c_priority[j],
                              None if hashes is None else hashes[i])
-            self.arrived += 1
             self.recorder.on_arrival(req)
             self._admit(req, names[cls], now)
             i += 1

@@ -224,13 +224,13 @@ class Sampler:
             completed += pool.completed
             if live > self.peak_instances[pool.name]:
                 self.peak_instances[pool.name] = live
-        row = [t, cl.arrived - self._last_arrived, completed - self._last_completed, queued, running, active,
+        row = [t, cl.recorder.arrived - self._last_arrived, completed - self._last_completed, queued, running, active,
                used / cap if cap else 0.0, min(1.0, busy_all / n_serving) if n_serving else 0.0, self.cost_usd,
                cl.overload.level]
         self._ts_buf.extend(row)
         if len(self._ts_buf) >= ROWS_PER_BLOCK * len(TS_COLUMNS):
             self._flush()
         self.last_t_s = t
-        self._last_arrived, self._last_completed = cl.arrived, completed
+        self._last_arrived, self._last_completed = cl.recorder.arrived, completed
         if self.progress is not None:
             self.progress(t)

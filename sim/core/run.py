@@ -18,7 +18,8 @@ from scenarios.workload import Workload
 from sim.core.cluster import Cluster
 from sim.config import RunConfig
 from sim.core.metrics import RequestRecorder, Sampler
-from sim.summary import summarize
+from sim.results.schema import SCHEMA_VERSION
+from sim.results.summary import summarize
 
 
 @dataclass
@@ -105,9 +106,9 @@ def simulate(run: RunConfig, workload: Workload, progress=None) -> SimResult:
     for req in cluster.live_requests():
         recorder.record(req, ended=False)
     cols = recorder.columns()
-    invariants = check_invariants(cols, cluster, cluster.arrived)
+    invariants = check_invariants(cols, cluster, cluster.recorder.arrived)
     summary = summarize(run, cluster, cols, end_s, sampler.peak_instances, invariants)
-    summary = {"status": "interrupted" if stop.signum else "completed", **summary}
+    summary = {"schema_version": SCHEMA_VERSION, "status": "interrupted" if stop.signum else "completed", **summary}
     summary["wall_time_s"] = round(time.perf_counter() - wall0, 3)
     if progress is not None:
         progress(1.0)
@@ -119,7 +120,7 @@ def _run_until(env: simpy.Environment, until: simpy.Event, stop: StopFlag) -> No
     is then that of a clean event boundary, collected like a finished run's (requests in flight `unfinished`)."""
     step = env.step
     try:
-        while until.callbacks is not None and not stop.signum:  # (callbacks is None once `until` was processed)
+        while not until.processed and not stop.signum:
             step()
     except simpy.core.EmptySchedule:
         pass

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from inferplan.errors import InputError
 from inferplan.specs import CONF_DIR
+from sim.results.read import try_summary
 
 REPO_DIR = CONF_DIR.parent
 _SOURCE_GLOBS = ("sim/**/*.py", "scenarios/**/*", "calibrate/**/*", "inferplan/**/*.py", "conf/**/*.yaml")
@@ -95,13 +96,8 @@ class RunCache:
 
     def summary(self, key: str) -> dict | None:
         """The cached run's summary, or None when there is no complete run for `key`."""
-        folder = self.path(key)
-        if not (folder / "DONE").is_file():
-            return None
-        try:
-            return json.loads((folder / "summary.json").read_text())
-        except (OSError, ValueError):
-            return None
+        summary = try_summary(self.path(key))
+        return None if summary is None else dict(summary)
 
     def staging(self, key: str) -> Path:
         """A fresh temporary folder beside the final one, for a run being written."""

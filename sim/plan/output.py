@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 from sim.plan.evaluate import Outcome
+from sim.results.schema import DONE
 from sim.sweep import job_row, parse_overrides, write_sweep
 
 
@@ -16,7 +17,7 @@ def link_run(src: Path, dst: Path) -> None:
     """`dst` becomes a copy of run folder `src` made of hard links (DONE last, as a run is written)."""
     if dst.exists():
         shutil.rmtree(dst)
-    files = sorted((p for p in src.rglob("*") if p.is_file()), key=lambda p: p.name == "DONE")
+    files = sorted((p for p in src.rglob("*") if p.is_file()), key=lambda p: p.name == DONE)
     for path in files:
         target = dst / path.relative_to(src)
         target.parent.mkdir(parents=True, exist_ok=True)

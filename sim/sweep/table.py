@@ -4,7 +4,7 @@ Columns: `job` (int), `run_dir` (the job's folder, relative to the sweep folder)
 folder has its `DONE` marker, `interrupted` when its run was stopped by a signal (partial results), `failed`
 otherwise, `invalid` for a planner configuration the simulator refused), `error` (empty, or the failed job's
 one-line error from its `FAILED` file), one column per override key (`batching`, `scenario.pools.main.instances`, ...; typed int,
-float, bool or string as the values allow) and the metrics of `inferplan/summary_flat.py`. The dashboard's Compare page reads it
+float, bool or string as the values allow) and the metrics of `sim/results/flat.py`. The dashboard's Compare page reads it
 (docs/dashboard.md).
 """
 from __future__ import annotations
@@ -16,10 +16,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
-from inferplan.summary_flat import flatten_summary
+from sim.results.flat import flatten_summary
+from sim.results.read import failed_reason, try_summary
 
 SWEEP_FILE = "sweep.parquet"
-FAILED_FILE = "FAILED"   # a failed job's one-line error (written by `sim/__main__.py`)
 _FIRST = ("job", "run_dir", "status")
 
 
@@ -41,29 +41,17 @@ def parse_overrides(overrides: list[str]) -> dict:
     return out
 
 
-def _read_summary(job_dir: Path) -> dict | None:
-    import json
-
-    path = job_dir / "summary.json"
-    if not (job_dir / "DONE").is_file() or not path.is_file():
-        return None
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
 def job_row(job_dir: Path, sweep_dir: Path, job: int, overrides: dict, error: str = "",
             status: str | None = None) -> dict:
     """The row of one job: bookkeeping, its overrides, and its summary's flat metrics (none if it has no summary)."""
-    summary = _read_summary(job_dir)
+    summary = try_summary(job_dir)
     if status is None:
         status = "failed" if summary is None else str(summary.get("status", "completed"))
-    if not error and summary is None and (job_dir / FAILED_FILE).is_file():
-        error = (job_dir / FAILED_FILE).read_text().strip()
+    if not error and summary is None:
+        error = failed_reason(job_dir) or ""
     row = {"job": int(job), "run_dir": os.path.relpath(job_dir, sweep_dir), "status": status}
     if summary is not None:
-        row.update(flatten_summary(summary))
+        row.update(flatten_summary(dict(summary)))
     row.update(overrides)  # an override named like a metric (`seed`) holds the same value
     row["error"] = error or ("" if summary is not None else "no results (the job did not finish)")
     return row

@@ -132,12 +132,12 @@ def test_deepep_kernels_price_dispatch_by_their_own_figures():
 def _deepseek_prefill(comm_sms: int):
     from sim.config import CostConfig, PoolConfig
     from sim.core.cost.base import BatchShape
-    from sim.core.cost.factory import build_pool_pricing
+    from sim.resolve import pool_pricing
     from inferplan.specs import load_model
 
     dep = {"preset": "deepseek_v3_prefill", "communication": {"comm_sms": comm_sms}}
     pool = PoolConfig(hardware="h800", model="deepseek_v3", deployment=dep)
-    pricing = build_pool_pricing(load_model("deepseek_v3"), load_hardware("h800"), pool, CostConfig(profile="analytical",
+    pricing = pool_pricing(load_model("deepseek_v3"), load_hardware("h800"), pool, CostConfig(profile="analytical",
                                  efficiency={"gemm": 0.7, "moe_gemm": 0.55, "attn_prefill": 0.5, "attn_decode": 0.7,
                                              "attn_mla_decode": 0.6, "elementwise": 0.6}),
                                  token_budget=32 * 4096, where="test")

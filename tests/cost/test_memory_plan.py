@@ -9,7 +9,7 @@ from inferplan.errors import InputError
 from inferplan.specs import load_hardware, load_model
 from sim.config import CostConfig, PoolConfig
 from sim.core.cost.deployment import parse_deployment
-from sim.core.cost.factory import build_pool_pricing
+from sim.resolve import pool_pricing
 from sim.core.cost.layout import build_layout
 from sim.core.cost.memory import plan_memory
 
@@ -69,7 +69,7 @@ def test_deepseek_v3_fp8_on_8_h200_by_hand():
 def test_deepseek_units_fit_their_h800s(preset, devices, experts):
     m, hw = load_model("deepseek_v3"), load_hardware("h800")
     pool = PoolConfig(hardware="h800", model="deepseek_v3", deployment={"preset": preset})
-    pricing = build_pool_pricing(m, hw, pool, COST, token_budget=devices * 256, where="test")
+    pricing = pool_pricing(m, hw, pool, COST, token_budget=devices * 256, where="test")
     mem = pricing.memory
     assert pricing.devices_per_instance == devices == mem.devices and mem.fits
     (gpu,) = mem.per_device
@@ -91,13 +91,13 @@ def test_a_deployment_that_does_not_fit_names_the_pool_and_what_overflows():
     with pytest.raises(InputError, match=r"scenario/x: pools.decode: tp: deepseek_v3 does not fit 8 x h100_sxm "
                                          r"\(tp=8 dp=1 ep=1 pp=1; .*\): each h100_sxm needs 1[0-9.]+ GB of "
                                          r"weights \(experts"):
-        build_pool_pricing(m, hw, pool, COST, token_budget=8192, where="scenario/x: pools.decode")
+        pool_pricing(m, hw, pool, COST, token_budget=8192, where="scenario/x: pools.decode")
     bf16_unit = PoolConfig(hardware="h800", model="deepseek_v3",
                            deployment={"preset": "deepseek_v3_prefill",
                                        "weights": {"attention": "bf16", "ffn": "bf16", "experts": "bf16"}})
     with pytest.raises(InputError, match=r"pools.prefill: deployment: deepseek_v3 does not fit 32 x h800 \(tp=1 "
                                          r"dp=32 ep=32 pp=1.*experts 4[0-9.]+ GB"):
-        build_pool_pricing(m, load_hardware("h800"), bf16_unit, COST, token_budget=8192, where="pools.prefill")
+        pool_pricing(m, load_hardware("h800"), bf16_unit, COST, token_budget=8192, where="pools.prefill")
 
 
 def test_cold_experts_trade_gpu_memory_for_host_memory():

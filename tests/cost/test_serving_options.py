@@ -10,7 +10,8 @@ from inferplan.errors import InputError
 from inferplan.specs import load_hardware, load_model
 from sim.config import CostConfig, PoolConfig
 from sim.core.cost.deployment import HostOptions
-from sim.core.cost.factory import build_pool_pricing, kv_handoff_s
+from sim.core.cost.factory import kv_handoff_s
+from sim.resolve import pool_pricing
 from sim.core.cost.host import resolve_host
 from tests.cost.toys import EFF, GQA, HOST_BW, MOE, PEAK_FP8, decode, gemm, model, prefill, roof
 
@@ -121,7 +122,7 @@ COST = CostConfig(profile="analytical", efficiency=EFF | {"attn_mla_decode": 0.6
 def _pricing(preset_or_dep, model_name="deepseek_v3", hardware="h800", tp=1, kv="bf16"):
     dep = {"preset": preset_or_dep} if isinstance(preset_or_dep, str) else preset_or_dep
     pool = PoolConfig(hardware=hardware, model=model_name, tp=tp, kv_dtype=kv, deployment=dep)
-    return build_pool_pricing(load_model(model_name), load_hardware(hardware), pool, COST, token_budget=4096,
+    return pool_pricing(load_model(model_name), load_hardware(hardware), pool, COST, token_budget=4096,
                               where="t")
 
 

@@ -43,14 +43,18 @@ def _canonical(value) -> bytes:
 
 
 def fingerprint(run_dir: Path, summary_keys: list[str] | None = None) -> dict:
-    """{relative Parquet path: SHA-256, "summary": SHA-256 of the listed keys, "summary_keys": those keys}."""
+    """{relative Parquet path: SHA-256, "summary.<key>": SHA-256 of that key's value} over the listed keys (default:
+    every key the summary has but the volatile ones), so that a difference names the section that changed."""
     out = {str(p.relative_to(run_dir)): hashlib.sha256(p.read_bytes()).hexdigest()
            for p in sorted(run_dir.rglob("*.parquet"))}
     summary = json.loads((run_dir / "summary.json").read_text())
     keys = sorted(summary_keys if summary_keys is not None else set(summary) - VOLATILE)
-    out["summary"] = hashlib.sha256(_canonical({k: summary.get(k) for k in keys})).hexdigest()
-    out["summary_keys"] = keys
+    out.update({f"summary.{k}": hashlib.sha256(_canonical(summary.get(k))).hexdigest() for k in keys})
     return out
+
+
+def summary_keys(entry: dict) -> list[str]:
+    return sorted(k.removeprefix("summary.") for k in entry if k.startswith("summary."))
 
 
 def run_case(overrides: list[str], run_dir: Path) -> Path:
@@ -65,23 +69,31 @@ def compute(names=None, golden: dict | None = None) -> dict:
     result = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name in names or CASES:
-            out = run_case(CASES[name], Path(tmp) / name.replace("/", "_"))
-            keys = golden[name]["summary_keys"] if golden and name in golden else None
+            try:
+                out = run_case(CASES[name], Path(tmp) / name.replace("/", "_"))
+            except Exception as err:  # noqa: BLE001 (reported per case by main)
+                result[name] = {"error": f"{type(err).__name__}: {err}"}
+                continue
+            keys = summary_keys(golden[name]) if golden and name in golden else None
             result[name] = fingerprint(out, keys)
     return result
 
 
 def main(argv: list[str]) -> int:
     if "--write" in argv:
-        GOLDEN.write_text(json.dumps(compute(), indent=1, sort_keys=True) + "\n")
+        computed = compute()
+        if any("error" in v for v in computed.values()):
+            print({n: v["error"] for n, v in computed.items() if "error" in v})
+            return 1
+        GOLDEN.write_text(json.dumps(computed, indent=1, sort_keys=True) + "\n")
         print(f"wrote {GOLDEN}")
         return 0
     golden = json.loads(GOLDEN.read_text())
     now = compute(golden=golden)
     bad = [n for n in CASES if now[n] != golden.get(n)]
     for n in bad:
-        diff = [k for k in now[n] if now[n][k] != golden.get(n, {}).get(k)]
-        print(f"{n}: differs in {', '.join(diff)}")
+        diff = now[n].get("error") or ", ".join(k for k in now[n] if now[n][k] != golden.get(n, {}).get(k))
+        print(f"{n}: differs in {diff}")
     print("golden outputs:", "all equal" if not bad else f"{len(bad)} of {len(CASES)} differ")
     return 1 if bad else 0
 

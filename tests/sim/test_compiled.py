@@ -25,7 +25,7 @@ import sim
 from scenarios.workload import Workload
 from sim.compose import compose_config
 from sim.config import load_run_config
-from sim.results import write_run
+from sim.results.write import write_run
 from sim.core.run import simulate
 
 rng = np.random.default_rng(5)

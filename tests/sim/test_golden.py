@@ -21,5 +21,5 @@ def test_golden_covers_every_case():
 @pytest.mark.parametrize("name", sorted(cases.CASES))
 def test_output_equals_golden(name, tmp_path):
     out = cases.run_case(cases.CASES[name], tmp_path / "run")
-    assert cases.fingerprint(out, GOLDEN[name]["summary_keys"]) == GOLDEN[name], (
+    assert cases.fingerprint(out, cases.summary_keys(GOLDEN[name])) == GOLDEN[name], (
         f"{name} changed its output; if intended, rerun `python tests/golden/cases.py --write` and say why")

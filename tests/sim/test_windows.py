@@ -17,19 +17,31 @@ def test_window_keeps_the_last_window_s_seconds():
     assert w.count(100.0) == 0 and math.isnan(w.percentile(100.0, 99))
 
 
-def test_a_value_added_ahead_of_its_time_shows_from_its_stamp_on():
-    """A first token at the end of an iteration an instance has just planned is added when the run starts
-    (stamped with that end): readers before the stamp must not see it, readers after must."""
-    w = Window(10.0)
-    w.add(5.0, 1.0)
-    w.add(7.5, 2.0, now_s=6.0)  # added at 6 s, happens at 7.5 s
-    w.add(6.5, 3.0)             # an ordinary value after it, stamped earlier
-    assert w.count(6.9) == 2 and w.percentile(6.9, 100) == 3.0
-    assert w.count(7.5) == 3 and w.percentile(7.5, 100) == 3.0
-    # 16.0: the window is [6, 16]; the value stamped 5 s is out although it sits behind none
-    assert w.count(16.0) == 2
-    # 17.0: [7, 17]: the value stamped 6.5 s is out too, although the one ahead of it was added before it
-    assert w.count(17.0) == 1 and w.percentile(17.0, 50) == 2.0
+def test_first_tokens_of_a_planned_run_reach_the_monitor_when_they_happen():
+    """An idle instance prices a request's whole life as one run; its first token (end of the run's first
+    iteration) is still told at that simulated time: TTFT values enter the window in time order, each at the
+    moment of its first token."""
+    import simpy
+
+    from sim.compose import compose_config
+    from sim.config import load_run_config
+    from sim.core.cluster import Cluster
+    from sim.core.metrics import RequestRecorder
+    from scenarios.workload import Workload
+
+    run = load_run_config(compose_config(["scenario=smoke", "metrics.progress=false"]))
+    arrival = np.array([0.0, 5.0, 10.0])
+    wl = Workload.from_columns(arrival, np.array([500, 500, 500]), np.array([50, 50, 50]))
+    env = simpy.Environment()
+    cluster = Cluster(env, run, wl, RequestRecorder(wl, list(run.pools)))
+    window = next(iter(cluster.monitors.values())).ttft
+    while not cluster.all_done.triggered:
+        env.step()
+        stamps = list(window._stamps)
+        assert all(t <= env.now for t in stamps)  # nothing is told ahead of its time
+        assert stamps == sorted(stamps)
+    rows = cluster.recorder.columns()
+    assert list(window._stamps) == sorted(rows["first_token_s"].tolist())
 
 
 def test_memory_stays_bounded_when_nobody_reads():

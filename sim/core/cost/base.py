@@ -61,20 +61,17 @@ class CostModel(Protocol):
     `decode_steps(b, steps)` is the simulator's form of a run of decode-only iterations whose contexts grow by one
     token per sequence per step: (table, first, stride), step j costing `table.times[first + j * stride]`
     (a `sim.core.cost.tables.StepTable`, whose `run_parts` splits a run's time into parts).
-    `decode_run(b, steps, ctx_sums=None)` prices a run of decode-only iterations of the same sequences at once:
-    element j equals `step_cost` of the shape with `decode_ctx_sum = ctx_sums[j]` (default: +decode_seqs a step).
     """
 
     @property
     def kind(self) -> str: ...
 
     tokens_per_step: float
+    draft_tokens: int                   # speculative drafts verified per decode step (0: none)
+    acceptance: tuple[float, ...]       # acceptance probability of each draft (len == draft_tokens)
 
     def step_cost(self, batch: BatchShape) -> StepCost: ...
 
     def decode_steps(self, batch: BatchShape, steps: int) -> tuple: ...
-
-    def decode_run(self, batch: BatchShape, steps: int, ctx_sums=None, with_hidden: bool = False,
-                   compact: bool = False): ...
 
     def describe(self) -> dict: ...

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from pathlib import Path
 
 from calibrate.profile import load_profile
 from inferplan.errors import InputError
@@ -17,8 +16,8 @@ from inferplan.specs import HardwareSpec, ModelSpec
 from sim.config import CostConfig, PoolConfig
 from sim.core.cost.base import CostModel
 from sim.core.cost.constant import SyntheticCostModel
-from sim.core.cost.deployment import Deployment, parse_deployment
-from calibrate.efficiency import hardware_generation, load_generation
+from sim.core.cost.deployment import Deployment
+from calibrate.efficiency import Generation
 from sim.core.cost.layout import build_layout
 from sim.core.cost.memory import MemoryPlan, plan_memory
 from sim.core.cost.pricer import OpPricer
@@ -71,8 +70,10 @@ def kv_handoff_s(prefill: PoolPricing, decode: PoolPricing, tokens: int) -> floa
 
 
 def build_pool_pricing(model: ModelSpec, hw: HardwareSpec, p: PoolConfig, cost_cfg: CostConfig, *,
-                       token_budget: int, where: str) -> PoolPricing:
-    dep = parse_deployment(p.deployment, tp=p.tp, weights_dtype=p.weights_dtype, where=where)
+                       token_budget: int, where: str, dep: Deployment, profile=None,
+                       generation: Generation | None = None) -> PoolPricing:
+    """The pool's pricing from inputs resolved at load (sim/config.py `PoolSetup`: the parsed deployment, the
+    measured profile or None, the GPU generation's fitted forms or None); reads no files."""
     lay = build_layout(model, dep, where)
     mem = plan_memory(model, hw, dep, lay, kv_dtype=p.kv_dtype, block_size_tokens=p.block_size_tokens,
                       gpu_memory_utilization=p.gpu_memory_utilization, token_budget=token_budget,
@@ -91,10 +92,9 @@ def build_pool_pricing(model: ModelSpec, hw: HardwareSpec, p: PoolConfig, cost_c
     link = hw.inter_node_bandwidth_bytes_per_s * cost_cfg.link_efficiency * dep.tp * dep.pp
     if cost_cfg.kind == "constant":
         return PoolPricing(SyntheticCostModel(cost_cfg.step_time_s, cost_cfg.per_token_s), mem, dep.devices, link, hw.inter_node_latency_s, dep)
-    profile = resolve_profile(cost_cfg.profile, hw)
     try:
         pricer = OpPricer(hw, cost_cfg.efficiency, cost_cfg.launch_s, profile, cost_cfg.efficiency_scale,
-                          load_generation(hardware_generation(hw.source)))
+                          generation)
     except ValueError as err:
         raise InputError("conf/cost", "efficiency_scale", str(err), "give positive multipliers") from None
     cost = LayeredCostModel(model, hw, pricer, tp=p.tp, weights_dtype=p.weights_dtype, kv_dtype=p.kv_dtype,

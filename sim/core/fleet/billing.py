@@ -20,7 +20,7 @@ def instance_billed_s(started_s: float, stopped_s: float, end_s: float, granular
 
 
 def pool_bill(pool, end_s: float, granularity_s: float) -> dict:
-    """USD, device-hours, idle waste and energy of one pool's instances over the run."""
+    """USD, device-hours, node-hours (device-hours over the hardware's devices per node), idle waste and energy of one pool's instances over the run."""
     billed = alive = busy = 0.0
     for inst in pool.instances:
         stop = inst.stopped_s if inst.stopped_s == inst.stopped_s else end_s
@@ -31,7 +31,9 @@ def pool_bill(pool, end_s: float, granularity_s: float) -> dict:
     hw, dev = pool.hardware, pool.devices_per_instance
     usd = billed / 3600.0 * pool.usd_per_hour
     energy_kwh = dev * (hw.idle_power_w * alive + (hw.power_w - hw.idle_power_w) * busy) / 3.6e6
-    return {"usd": usd, "billed_instance_hours": billed / 3600.0, "device_hours": dev * billed / 3600.0,
+    device_h = dev * billed / 3600.0
+    return {"usd": usd, "billed_instance_hours": billed / 3600.0, "device_hours": device_h,
+            "node_hours": device_h / max(1, hw.devices_per_node),
             "alive_instance_hours": alive / 3600.0, "busy_instance_hours": busy / 3600.0,
             "idle_waste_usd": max(0.0, alive - busy) / 3600.0 * pool.usd_per_hour,
             "energy_kwh": energy_kwh}

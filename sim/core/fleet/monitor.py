@@ -10,10 +10,9 @@ _TRIM_EVERY: Final = 1024  # (a native constant where compiled; `Window.TRIM_EVE
 
 
 class Window:
-    """Values with timestamps, kept for the last `window_s` seconds. A value may be added ahead of its time (a
-    first token at the end of an iteration already planned): readers at `now_s` see only values stamped up to
-    `now_s`. Adding is an append to two typed arrays (it runs for every request); old values are dropped when the
-    window is read, and every TRIM_EVERY adds so that memory stays bounded when nobody reads it."""
+    """Values with timestamps, kept for the last `window_s` seconds. Values are added when they happen, so stamps
+    never decrease. Adding is an append to two typed arrays (it runs for every request); old values are dropped
+    when the window is read, and every TRIM_EVERY adds so that memory stays bounded when nobody reads it."""
 
     TRIM_EVERY: ClassVar[int] = _TRIM_EVERY  # (a class variable: compiled classes keep it readable from the class)
 
@@ -24,27 +23,23 @@ class Window:
         self._stamps = array("d")  # each value's t_s, in the order added
         self._values_s = array("d")
         self._first = 0  # values before this index have left the window
-        self._in_order = True  # no value was added ahead of its time: everything trimming leaves is in the window
         self._adds = 0
 
     def __len__(self) -> int:
         """Values held (those trimming has not dropped yet)."""
         return len(self._stamps) - self._first
 
-    def add(self, t_s: float, value: float, now_s: float | None = None) -> None:
-        """Add `value` stamped t_s, at simulated time `now_s` (default t_s; earlier for a value added ahead)."""
+    def add(self, t_s: float, value: float) -> None:
+        """Add `value` at simulated time t_s (now: no earlier than any value added before)."""
         self._stamps.append(t_s)
         self._values_s.append(value)
-        if now_s is not None and t_s > now_s:
-            self._in_order = False
         self._adds += 1
         if not self._adds % _TRIM_EVERY:
-            self._trim(t_s if now_s is None else now_s)
+            self._trim(t_s)
 
     def _trim(self, now_s: float) -> None:
-        """Drop values older than the window. Stamps are nearly in order (ahead by at most one iteration): this
-        drops from the oldest end up to the first stamp inside the window, and readers filter the rest. The
-        arrays shrink once most of them is dropped."""
+        """Drop values older than the window (from the oldest end: stamps are in order). The arrays shrink once
+        most of them is dropped."""
         self._first += _leading_below(self._stamps, self._first, now_s - self.window_s)
         if self._first >= _TRIM_EVERY and 2 * self._first >= len(self._stamps):
             del self._stamps[:self._first]
@@ -53,10 +48,7 @@ class Window:
 
     def _values(self, now_s: float) -> np.ndarray:
         self._trim(now_s)
-        values = np.frombuffer(self._values_s, dtype=np.float64)[self._first:].copy()
-        if self._in_order:
-            return values
-        return values[_inside(self._stamps, self._first, now_s - self.window_s, now_s)]
+        return np.frombuffer(self._values_s, dtype=np.float64)[self._first:].copy()
 
     def count(self, now_s: float) -> int:
         return len(self._values(now_s))
@@ -74,12 +66,6 @@ def _leading_below(stamps: array, first: int, cut: float) -> int:
     view of the array is released when it returns, so the array can be resized again)."""
     inside = np.frombuffer(stamps, dtype=np.float64)[first:] >= cut
     return int(inside.argmax()) if inside.any() else len(inside)
-
-
-def _inside(stamps: array, first: int, cut: float, now_s: float) -> np.ndarray:
-    """Which stamps from index `first` on lie in [cut, now_s]."""
-    view = np.frombuffer(stamps, dtype=np.float64)[first:]
-    return (view >= cut) & (view <= now_s)
 
 
 class PoolMonitor:

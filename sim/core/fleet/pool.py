@@ -6,32 +6,22 @@ active instances, so no request in flight is ever dropped.
 """
 from __future__ import annotations
 
-import dataclasses
-
 from collections import deque
 from collections.abc import Callable
 
 import simpy
-import yaml
 
 from inferplan.errors import InputError
-from inferplan.specs import CONF_DIR, load_hardware, load_model
 from sim.config import PoolConfig, RunConfig, instance_bounds
 from sim.core.cost.factory import build_pool_pricing
 from sim.core.fleet.cold_start import ColdStart
 from sim.core.instance import engine as engine_presets
-from sim.core.instance.batching import make_policy
+from sim.core.instance.batching import make_policy, policy_class
 from sim.core.instance.batching.base import BatchingPolicy
 from sim.core.instance.batching.engine import EngineBatching
 from sim.core.instance.instance import Instance
 from sim.core.instance.kv_cache import BlockManager
 from scenarios.rng import stream
-
-def _group_defaults(policy: str) -> dict:
-    """The parameters of `conf/batching/<policy>.yaml` (a pool choosing its own batching policy)."""
-    data = yaml.safe_load((CONF_DIR / "batching" / f"{policy}.yaml").read_text()) or {}
-    data.pop("name", None)
-    return data
 
 
 class Pool:
@@ -39,35 +29,31 @@ class Pool:
 
     def __init__(self, env: simpy.Environment, name: str, p: PoolConfig, run: RunConfig, *, on_finish,
                  on_first_token, hash_block_tokens: int = 512) -> None:
+        setup = run.setups[name]  # resolved at load (sim/resolve.py): nothing is read from disk here
+        p = setup.pool
         self.env, self.name, self.cfg, self.run = env, name, p, run
-        self.hardware, self.model = load_hardware(p.hardware), load_model(p.model)
+        self.hardware, self.model = setup.hardware, setup.model
         self.where = f"scenario/{run.scenario.name}: pools.{name}"
-        self.engine = engine_presets.resolve(p.engine, run.engine, self.where)
-        if self.engine["name"] != "generic":  # the engine's memory defaults replace the pool's
-            util, block = engine_presets.memory_settings(self.engine, p.tp, p.gpu_memory_utilization, p.block_size_tokens)
-            p = self.cfg = dataclasses.replace(p, gpu_memory_utilization=util, block_size_tokens=block)
-        self.batching_name = p.batching_policy or run.batching_name
-        base = run.batching if self.batching_name == run.batching_name else _group_defaults(self.batching_name)
-        self.batching = {**base, **(p.batching or {})}
-        token_budget = int(self.batching.get("token_budget", self.batching.get("max_batch_tokens", 8192)))
-        if self.engine["name"] != "generic":
-            token_budget = int(self.engine.get("max_num_batched_tokens") or max(self.model.max_context_tokens, 2048))
+        self.engine = setup.engine
+        self.batching_name, self.batching = setup.batching_name, setup.batching
+        token_budget = setup.token_budget
         self.pricing = build_pool_pricing(self.model, self.hardware, p, run.cost, token_budget=token_budget,
-                                          where=self.where)
+                                          where=self.where, dep=setup.deployment, profile=setup.profile,
+                                          generation=setup.generation)
         self.memory, self.cost = self.pricing.memory, self.pricing.cost
         mem = self.memory
         # A decode-role pool receives prompts whose KV was computed elsewhere: it never schedules a prompt.
-        if (self.engine["name"] == "generic" and self.batching_name == "continuous" and p.role != "decode"
-                and token_budget < min(
-                self.model.max_context_tokens, getattr(mem, "blocks_per_rank", mem.num_blocks) * mem.block_size_tokens)):
-            raise InputError(self.where, "batching.token_budget", f"{token_budget} is below the model's context "
+        limit = policy_class(self.batching_name).whole_prompt_limit(self.batching)
+        if (self.engine["name"] == "generic" and p.role != "decode" and limit is not None
+                and limit < min(self.model.max_context_tokens, mem.blocks_per_rank * mem.block_size_tokens)):
+            raise InputError(self.where, "batching.token_budget", f"{limit} is below the model's context "
                              f"({self.model.max_context_tokens}): long prompts could never be scheduled whole",
                              "raise token_budget or use batching=chunked_prefill")
         self.devices_per_instance = self.pricing.devices_per_instance
         self.usd_per_hour = float(p.usd_per_hour if p.usd_per_hour is not None
                                   else self.hardware.usd_per_hour * self.devices_per_instance)
         # Under attention DP a request's KV lives on one rank: the longest request is bounded by one rank's blocks.
-        rank_tokens = getattr(mem, "blocks_per_rank", mem.num_blocks) * mem.block_size_tokens
+        rank_tokens = mem.blocks_per_rank * mem.block_size_tokens
         self.max_request_tokens = min(self.model.max_context_tokens, rank_tokens)
         try:
             self.cold_start = ColdStart(**(p.cold_start or {}))
@@ -143,7 +129,7 @@ class Pool:
         for _ in range(k):
             spare = next((i for i in self.instances if i.state == "warm"), None)
             if spare is not None:
-                spare.state = "starting"
+                spare.switch_in()
                 self.env.process(self._start(spare, self.cold_start.warm_start_s))
                 self._keep_spares()
                 continue
@@ -155,13 +141,12 @@ class Pool:
         missing = self.warm_spares - self.count("warm") - self.count("warming")
         for _ in range(max(0, missing)):
             inst = self._new_instance()
-            inst.state = "warming"
+            inst.begin_warming()
             self.env.process(self._make_warm(inst))
 
     def _make_warm(self, inst: Instance):
         yield self.env.timeout(self.cold_start.total_s(self.memory.weight_bytes))
-        if inst.state == "warming":
-            inst.state = "warm"
+        inst.finish_warming()
 
     def set_warm_spares(self, k: int) -> None:
         self.warm_spares = max(0, int(k))

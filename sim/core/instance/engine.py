@@ -13,7 +13,6 @@ max_num_seqs -> SGLang's max_running_requests rule over the pool's KV tokens; gp
 """
 from __future__ import annotations
 
-from pathlib import Path
 
 import yaml
 

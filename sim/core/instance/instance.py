@@ -34,7 +34,7 @@ class _Run:
     prefills finish at `head_end_s`, and the decodes follow it. Iteration ends are summed from the start in
     order, one addition per iteration: the same sums that stepping one iteration at a time makes."""
 
-    __slots__ = ("batch", "start_s", "table", "first", "stride", "m", "end_s", "head", "head_end_s")
+    __slots__ = ("batch", "start_s", "table", "first", "stride", "m", "end_s", "head", "head_end_s", "announced")
 
     def __init__(self, batch: ScheduledBatch, start_s: float, table: StepTable, first: int, stride: int, m: int,
                  head: tuple[ScheduledBatch, StepCost] | None, head_end_s: float) -> None:
@@ -42,6 +42,7 @@ class _Run:
         self.head, self.head_end_s = head, head_end_s
         self.m = m
         self.end_s = self.end_of(m)
+        self.announced = False  # the head's first tokens are announced by their own event at head_end_s
 
     def end_of(self, m: int) -> float:
         """When iteration m - 1 ends (m >= 1)."""
@@ -90,8 +91,8 @@ class Instance:
     Lifecycle: `starting` (cold start: provisioning, weight loading, warm-up; takes no requests) -> `active`
     (routers see it) -> `draining` (finishes what it holds, takes nothing new) -> `stopped` (billing ends).
     `on_finish(req)` is called for each request that leaves the instance (completed, or handed off to a decode
-    pool after its prefill), `on_first_token(req, t_s, now)` when a request emits its first token (at t_s: now, or the
-    end of the first iteration of a run just planned), `on_stopped(inst)` when a draining instance has emptied,
+    pool after its prefill), `on_first_token(req, now)` when a request emits its first token (always at the
+    simulated time it happens), `on_stopped(inst)` when a draining instance has emptied,
     `on_state()` after each assignment to `state` (whoever makes it). Counters (`busy_s`, `parts_s`,
     `iterations`) feed the metrics; `outstanding` (waiting + running) feeds the routers.
     """
@@ -108,12 +109,11 @@ class Instance:
         # Speculative decoding / MTP: each decode step verifies `draft_tokens` drafts, accepted with the cost
         # model's per-draft probabilities (drawn from the instance's own named stream). Runs of steps then differ
         # in the tokens they emit, so they are not fast-forwarded.
-        self.draft_tokens = int(getattr(cost, "draft_tokens", 0) or 0)
-        self.acceptance = tuple(getattr(cost, "acceptance", ()) or ())
+        self.draft_tokens = cost.draft_tokens
+        self.acceptance = cost.acceptance
         self.mtp_rng = mtp_rng
         self.fast_forward = fast_forward and self.draft_tokens == 0  # price runs of decode iterations in one event
-        if self.draft_tokens and hasattr(policy, "lookahead_tokens"):
-            policy.lookahead_tokens = self.draft_tokens
+        policy.lookahead_tokens = self.draft_tokens
         self.hidden_s = 0.0  # communication overlapped by compute (not in the iteration times)
         self.state = "starting"
         self.started_s = float(env.now)   # when it was asked for (billing starts)
@@ -130,6 +130,21 @@ class Instance:
         self._step: tuple[ScheduledBatch, float, StepCost] | None = None
         self._run: _Run | None = None
         self.itl = ItlSketch()  # gaps between consecutive token deliveries (sim/core/metrics.py)
+
+    # Lifecycle (the instance alone assigns `state`): starting -> active -> draining -> stopped; a pre-loaded
+    # spare goes warming -> warm -> starting (switch-in) -> active.
+    def begin_warming(self) -> None:
+        """Loading weights to become a warm spare (not serving)."""
+        self.state = "warming"
+
+    def finish_warming(self) -> None:
+        """Weights loaded: a warm spare, unless it was switched in or drained meanwhile."""
+        if self.state == "warming":
+            self.state = "warm"
+
+    def switch_in(self) -> None:
+        """A warm spare starts its (short) switch-in to serving."""
+        self.state = "starting"
 
     def activate(self) -> None:
         """Start serving (end of the cold start)."""
@@ -255,7 +270,8 @@ class Instance:
     def _start_run(self, batch: ScheduledBatch, steps: int, now: float) -> None:
         """Price `steps` iterations at once, decodes of the same members from the second on (the first may finish
         prefills): exactly what stepping one by one gives, the ends being the same sequential sums. A request
-        whose first token comes at the end of the first iteration is announced now, stamped with that time."""
+        whose first token comes at the end of the first iteration of a longer run is announced by an event of its
+        own at that time (the run's own event comes later)."""
         start = float(now)
         head = None
         head_end_s = start
@@ -263,16 +279,24 @@ class Instance:
             cost = self.cost.step_cost(batch.shape)
             head = (batch, cost)
             head_end_s = start + cost.total_s
-            if self.on_first_token is not None:
-                for req, _ in batch.items:
-                    if req.num_output_tokens == 0:
-                        self.on_first_token(req, head_end_s, now)
+            firsts = [req for req, _ in batch.items if req.num_output_tokens == 0]
             batch = decodes_after(batch)
             table, first, stride = self.cost.decode_steps(batch.shape, steps - 1)
         else:
             table, first, stride = self.cost.decode_steps(batch.shape, steps)
         run = self._run = _Run(batch, start, table, first, stride, steps, head, head_end_s)
+        if head is not None and steps > 1 and firsts and self.on_first_token is not None:
+            run.announced = True
+            ev = self.env.timeout(head_end_s - start)
+            ev.callbacks.append(lambda _ev: self._announce(firsts, head_end_s))
         self._at(run.end_s - start, RUN)
+
+    def _announce(self, reqs: list[SimRequest], now: float) -> None:
+        """First tokens at the end of a run's first iteration, told when they happen."""
+        on_first_token = self.on_first_token
+        if on_first_token is not None:
+            for req in reqs:
+                on_first_token(req, now)
 
     def _cut_run(self, now: float) -> None:
         """An arrival during a run: the iteration in progress finishes, the ones after it are not taken, and the
@@ -291,7 +315,7 @@ class Instance:
         if run.head is not None:
             head, head_cost = run.head
             if m == 1:
-                self._apply_step(head, start_s, busy_s, head_cost, now, announced=True)
+                self._apply_step(head, start_s, busy_s, head_cost, now, announced=run.announced)
                 return
             start_s = run.head_end_s
             self.policy.update_from_output(head, start_s)  # (nobody finishes there: the run was planned so)
@@ -347,7 +371,7 @@ class Instance:
         if self.on_first_token is not None and not announced:
             for req, _ in batch.items:
                 if req.num_output_tokens == 1 and req.first_token_s == now:
-                    self.on_first_token(req, now, now)
+                    self.on_first_token(req, now)
         self._deliver(batch.items, now)
         if finished:
             self._deliver([(r, 0) for r in finished], now)
@@ -358,7 +382,7 @@ class Instance:
     def _deliver(self, items: list, now: float) -> None:
         """Requests whose output tokens reached the client now: one ITL gap each since their last delivery
         (a policy that holds tokens back, multi-step groups, keeps them out of the count until it sends them)."""
-        held = getattr(self.policy, "_undelivered", None)
+        held = self.policy.undelivered
         itl = self.itl
         # Members that got their last tokens at the same time have the same gap: one weighted add per run of equal
         # gaps (a sketch add is the costly part; most of a batch shares the previous iteration's end).

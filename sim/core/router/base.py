@@ -8,8 +8,9 @@ from sim.core.instance.request_state import SimRequest
 
 
 class Router(Protocol):
-    """Picks one of `instances` (non-empty, all accepting work) for `req`. Deterministic: ties break by the
-    lowest instance index, and any randomness comes from a named stream handed over at construction."""
+    """Picks one of `instances` (non-empty, all accepting work) for `req`. Constructed as
+    `cls(**yaml_parameters)`, one per pool. Deterministic: a function of the request and the instances' state,
+    ties broken by the lowest instance index (no router draws random numbers)."""
 
     def route(self, req: SimRequest, instances: Sequence[Instance]) -> Instance: ...
 

@@ -1,7 +1,7 @@
 """Autoscaling policies (key = yaml name in `conf/autoscaler/`); `base.py` holds the protocol and the driver."""
 from __future__ import annotations
 
-from sim.core.fleet.autoscaler.base import Autoscaler, run_autoscaler
+from sim.core.fleet.autoscaler.base import Autoscaler, ScalerContext, run_autoscaler
 from sim.core.fleet.autoscaler.fixed import FixedScaler
 from sim.core.fleet.autoscaler.predictive import PredictiveScaler
 from sim.core.fleet.autoscaler.reactive import ReactiveScaler
@@ -15,14 +15,12 @@ AUTOSCALERS = {
 }
 
 
-def make_autoscaler(name: str, params: dict, *, arrival_times_s=None) -> Autoscaler:
+def make_autoscaler(name: str, params: dict, context: ScalerContext) -> Autoscaler:
     try:
         factory = AUTOSCALERS[name]
     except KeyError:
         raise KeyError(f"unknown autoscaler {name!r}; valid: {', '.join(AUTOSCALERS)}") from None
-    if name == "predictive":
-        return factory(**params, arrival_times_s=arrival_times_s)
-    return factory(**params)
+    return factory(**params, context=context)
 
 
-__all__ = ["AUTOSCALERS", "Autoscaler", "FixedScaler", "make_autoscaler", "run_autoscaler"]
+__all__ = ["AUTOSCALERS", "Autoscaler", "FixedScaler", "ScalerContext", "make_autoscaler", "run_autoscaler"]

@@ -7,11 +7,24 @@ pool as it is.
 """
 from __future__ import annotations
 
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class ScalerContext:
+    """What an autoscaler may know beyond its yaml parameters, handed to every constructor as `context=`: the
+    run's arrival times (numpy array, s; read only by the predictive policy's `oracle` forecast)."""
+
+    arrival_times_s: Any = None
 
 
 class Autoscaler(Protocol):
+    """Constructed as `cls(**yaml_parameters, context=ScalerContext)`. `boost` is set by the overload ladder while
+    its scale-up level is on (a policy may act on it or not)."""
+
     interval_s: float
+    boost: bool
 
     def decide(self, now_s: float, pool, monitor) -> int | None: ...
 

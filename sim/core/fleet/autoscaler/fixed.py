@@ -2,8 +2,13 @@
 from __future__ import annotations
 
 
-class FixedScaler:
-    interval_s = 3600.0
+from sim.core.fleet.autoscaler.base import ScalerContext
 
-    def decide(self, now_s, pool, monitor):
+
+class FixedScaler:
+    def __init__(self, context: ScalerContext | None = None) -> None:
+        self.interval_s = 3600.0
+        self.boost = False
+
+    def decide(self, now_s: float, pool, monitor) -> int | None:
         return None

@@ -13,13 +13,14 @@ import math
 
 import numpy as np
 
+from sim.core.fleet.autoscaler.base import ScalerContext
 from sim.core.fleet.autoscaler.holt_winters import HoltWinters
 
 
 class PredictiveScaler:
     def __init__(self, requests_per_s_per_instance: float, interval_s: float = 60.0, headroom: float = 1.2,
                  forecast: str = "holt_winters", season_s: float = 86400.0, alpha: float = 0.3, beta: float = 0.05,
-                 gamma: float = 0.3, warm_spares: int = 0, arrival_times_s=None) -> None:
+                 gamma: float = 0.3, warm_spares: int = 0, context: ScalerContext | None = None) -> None:
         if not requests_per_s_per_instance > 0 or not interval_s > 0 or not headroom > 0:
             raise ValueError("predictive: requests_per_s_per_instance, interval_s and headroom must be > 0")
         if forecast not in ("holt_winters", "oracle"):
@@ -28,7 +29,9 @@ class PredictiveScaler:
         self.interval_s, self.headroom, self.forecast_kind = interval_s, headroom, forecast
         self.model = HoltWinters(max(1, round(season_s / interval_s)), alpha, beta, gamma)
         self.warm_spares = warm_spares
+        arrival_times_s = None if context is None else context.arrival_times_s
         self._arrivals = None if arrival_times_s is None else np.asarray(arrival_times_s)
+        self.boost = False
         self._last_count = 0
         self._started = False
 

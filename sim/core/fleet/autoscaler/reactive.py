@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import math
 
+from sim.core.fleet.autoscaler.base import ScalerContext
+
 
 class ReactiveScaler:
     def __init__(self, interval_s: float = 10.0, ttft_p99_s: float | None = None, tpot_p99_s: float | None = 0.05,
-                 queue_per_instance: float = 4.0, kv_utilization: float = 0.9, step: int = 1,
-                 cooldown_s: float = 60.0, scale_down_fraction: float = 0.5) -> None:
+                 queue_per_instance: float | None = 4.0, kv_utilization: float | None = 0.9, step: int = 1,
+                 cooldown_s: float = 60.0, scale_down_fraction: float = 0.5,
+                 context: ScalerContext | None = None) -> None:
         if interval_s <= 0 or step < 1 or cooldown_s < 0 or not 0 < scale_down_fraction < 1:
             raise ValueError("reactive: interval_s > 0, step >= 1, cooldown_s >= 0, 0 < scale_down_fraction < 1")
         self.interval_s, self.step, self.cooldown_s = interval_s, step, cooldown_s

@@ -1,7 +1,8 @@
 """Batching policies: how an instance forms each iteration from its `waiting` and `running` queues.
 
-Each policy implements `BatchingPolicy`. Adding one: a module in this package, one line in `POLICIES`
-(`__init__.py`), one yaml in `conf/batching/` named like the key.
+Each policy implements `BatchingPolicy` and is constructed as `cls(kv, **yaml_parameters)`. Adding one: a module
+in this package, one line in `POLICIES` (`__init__.py`), one yaml in `conf/batching/` named like the key (setup.py
+compiles every module under sim/core).
 """
 from __future__ import annotations
 
@@ -28,6 +29,15 @@ class BatchingPolicy(Protocol):
 
     waiting: deque[SimRequest]
     running: list[SimRequest]
+    lookahead_tokens: int      # KV slots to reserve beyond each decode for speculative drafts (set by the instance)
+    undelivered: set[int]      # request ids whose computed tokens the policy has not sent yet (multi-step groups)
+
+    @classmethod
+    def whole_prompt_limit(cls, params: dict) -> int | None:
+        """The longest prompt an instance can ever schedule with these yaml parameters, when prompts are
+        scheduled whole (None: any length). The pool refuses a configuration whose limit is below the model's
+        context, since such prompts would wait forever."""
+        ...
 
     def add_request(self, req: SimRequest, now: float) -> None: ...
 

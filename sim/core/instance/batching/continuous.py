@@ -31,6 +31,11 @@ class ContinuousBatching:
         self.running: list[SimRequest] = []
         self._admission_tried = False  # the last schedule() tried to admit the head of `waiting`
         self.lookahead_tokens = 0  # KV slots reserved beyond each decode for speculative drafts (vLLM's lookahead)
+        self.undelivered: set[int] = set()  # (every token is sent when computed)
+
+    @classmethod
+    def whole_prompt_limit(cls, params: dict) -> int | None:
+        return None if params.get("chunked_prefill", False) else int(params.get("token_budget", 8192))
 
     def add_request(self, req: SimRequest, now: float) -> None:
         self.waiting.append(req)
@@ -109,3 +114,14 @@ class ContinuousBatching:
 
     def update_from_output(self, batch: ScheduledBatch, now: float) -> list[SimRequest]:
         return advance(batch, now, self.kv, self.running)
+
+
+class ChunkedPrefillBatching(ContinuousBatching):
+    """`ContinuousBatching` with Sarathi-style chunked prefill (the `chunked_prefill` yaml)."""
+
+    def __init__(self, kv: BlockManager, *, token_budget: int = 8192, max_num_seqs: int = 256) -> None:
+        super().__init__(kv, token_budget=token_budget, max_num_seqs=max_num_seqs, chunked_prefill=True)
+
+    @classmethod
+    def whole_prompt_limit(cls, params: dict) -> int | None:
+        return None

@@ -58,8 +58,14 @@ class DynamicBatching:
         self.max_wait_s, self.adaptive_wait, self.rate_ewma_weight = max_wait_s, adaptive_wait, rate_ewma_weight
         self.waiting: deque[SimRequest] = deque()
         self.running: list[SimRequest] = []
+        self.lookahead_tokens = 0          # (a batch reserves its requests' whole outputs at admission)
+        self.undelivered: set[int] = set()  # (every token is sent when computed)
         self._mean_gap_s = math.nan
         self._last_arrival_s = math.nan
+
+    @classmethod
+    def whole_prompt_limit(cls, params: dict) -> int | None:
+        return None
 
     def add_request(self, req: SimRequest, now: float) -> None:
         if not math.isnan(self._last_arrival_s):

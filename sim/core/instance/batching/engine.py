@@ -65,7 +65,11 @@ class EngineBatching:
         self.preemptions = 0
         self._group: list[SimRequest] = []   # members of a multi-step decode group in progress
         self._group_left = 0                 # steps of it still to run after the current one
-        self._undelivered: set[int] = set()  # request ids with tokens computed but not yet sent (multi-step)
+        self.undelivered: set[int] = set()  # request ids with tokens computed but not yet sent (multi-step)
+
+    @classmethod
+    def whole_prompt_limit(cls, params: dict) -> int | None:
+        return None  # (built from an engine preset, whose token budget covers the model's context)
 
     def add_request(self, req: SimRequest, now: float) -> None:
         self.waiting.append(req)
@@ -103,7 +107,7 @@ class EngineBatching:
     def _preempt(self, victim: SimRequest) -> None:
         self.kv.free(victim.request_id)
         victim.reset_for_recompute()
-        self._undelivered.discard(victim.request_id)
+        self.undelivered.discard(victim.request_id)
         self.preemptions += 1
         self.waiting.appendleft(victim)
 
@@ -214,7 +218,7 @@ class EngineBatching:
     def update_from_output(self, batch: ScheduledBatch, now: float) -> list[SimRequest]:
         """Tokens computed now; sent now, or with multi-step and `stream_each_step` false at the group's end."""
         deliver = self.stream_each_step or self._group_left == 0
-        kv, undelivered = self.kv, self._undelivered
+        kv, undelivered = self.kv, self.undelivered
         for req, n in batch.items:
             c, prompt = req.num_computed_tokens, req.prompt_tokens
             if c < prompt <= c + n:

@@ -41,6 +41,12 @@ class StaticBatching:
         self.kv, self.batch_size, self.timeout_s = kv, batch_size, timeout_s
         self.waiting: deque[SimRequest] = deque()
         self.running: list[SimRequest] = []
+        self.lookahead_tokens = 0          # (a batch reserves its requests' whole outputs at admission)
+        self.undelivered: set[int] = set()  # (every token is sent when computed)
+
+    @classmethod
+    def whole_prompt_limit(cls, params: dict) -> int | None:
+        return None
 
     def add_request(self, req: SimRequest, now: float) -> None:
         self.waiting.append(req)

@@ -1,4 +1,5 @@
-"""The run summary (`summary.json`): counts, latency percentiles, throughput, SLO attainment, cost, provenance."""
+"""The run summary (the `Summary` record of sim/results/schema.py): counts, latency percentiles, throughput, SLO
+attainment, cost, provenance, built from the finished cluster and its request columns."""
 from __future__ import annotations
 
 import numpy as np
@@ -69,7 +70,7 @@ def summarize(run: RunConfig, cluster, cols: dict, duration_s: float, sampler_pe
     pools = {}
     kinds = set()
     gran = run.scenario.billing_granularity_s
-    total_usd = total_dev_h = total_kwh = waste = 0.0
+    total_usd = total_dev_h = total_node_h = total_kwh = waste = 0.0
     for name, p in cluster.pools.items():
         parts: dict[str, float] = {}
         for inst in p.instances:
@@ -79,6 +80,7 @@ def summarize(run: RunConfig, cluster, cols: dict, duration_s: float, sampler_pe
         bill = pool_bill(p, duration_s, gran)
         total_usd += bill["usd"]
         total_dev_h += bill["device_hours"]
+        total_node_h += bill["node_hours"]
         total_kwh += bill["energy_kwh"]
         waste += bill["idle_waste_usd"]
         alive_h = bill["alive_instance_hours"]
@@ -126,7 +128,7 @@ def summarize(run: RunConfig, cluster, cols: dict, duration_s: float, sampler_pe
         "cost": {"usd": total_usd, "usd_per_million_output_tokens": total_usd / out_tok * 1e6 if out_tok else None,
                  "usd_per_million_input_tokens": total_usd / in_tok * 1e6 if in_tok else None,
                  "usd_per_request": total_usd / float(done.sum()) if done.any() else None,
-                 "node_hours": total_dev_h, "idle_waste_usd": waste, "energy_kwh": total_kwh,
+                 "device_hours": total_dev_h, "node_hours": total_node_h, "idle_waste_usd": waste, "energy_kwh": total_kwh,
                  "billing_granularity_s": gran, "revenue": rev,
                  "margin_usd": None if rev is None else rev["usd"] - total_usd},
         "fleet": {"scale_events": [list(e) for e in cluster.scale_log],

@@ -1,4 +1,5 @@
-"""Writes a run folder (docs/results.md): Parquet tables, summary.json, and a DONE marker written last."""
+"""The only writer of a run folder (docs/results.md; names and types in sim/results/schema.py): the Parquet tables,
+the summary, and the DONE marker written last."""
 from __future__ import annotations
 
 import json
@@ -9,14 +10,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sim.core.run import SimResult, nan_to_none
+from sim.results.schema import (DONE, POOL_TYPES, POOLS, REQUEST_TYPES, REQUESTS, SUMMARY, TIMESERIES,
+                                TIMESERIES_COUNTS)
 
-REQUEST_TYPES = {
-    "request_id": pa.int64(), "arrival_s": pa.float64(), "prompt_tokens": pa.int64(), "output_tokens": pa.int64(),
-    "cached_tokens": pa.int64(), "request_class": pa.string(), "pool": pa.string(), "instance": pa.int32(),
-    "status": pa.string(), "reject_reason": pa.string(), "first_token_s": pa.float64(), "finish_s": pa.float64(),
-    "ttft_s": pa.float64(), "tpot_s": pa.float64(), "e2e_s": pa.float64(), "preemptions": pa.int32(),
-    "fallback": pa.bool_(), "prefill_pool": pa.string(), "itl_max_s": pa.float64(),
-}
 
 
 def _write(table: pa.Table, path: Path) -> None:
@@ -42,23 +38,23 @@ def interval_p99(times: np.ndarray, values: np.ndarray, edges: np.ndarray) -> np
 
 
 def write_run(result: SimResult, out_dir: str | Path) -> Path:
+    """Write `result` into `out_dir` (created); an earlier DONE is removed first and written again last."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    done = out / "DONE"
+    done = out / DONE
     if done.exists():
         done.unlink()
     cols = result.requests
-    _write(pa.table({k: pa.array(cols[k], type=t) for k, t in REQUEST_TYPES.items()}), out / "requests.parquet")
+    _write(pa.table({k: pa.array(cols[k], type=t) for k, t in REQUEST_TYPES.items()}), out / REQUESTS)
     ts = {k: np.asarray(v, dtype=np.float64) for k, v in result.timeseries_columns.items()}
-    for k in ("arrivals", "completions", "queued", "running", "instances", "overload_level"):
+    for k in TIMESERIES_COUNTS:
         ts[k] = ts[k].astype(np.int64)
     edges = ts["t_s"]
     ts["ttft_p99_s"] = interval_p99(cols["first_token_s"], cols["ttft_s"], edges)
     ts["tpot_p99_s"] = interval_p99(cols["finish_s"], cols["tpot_s"], edges)
-    _write(pa.table(ts), out / "timeseries.parquet")
+    _write(pa.table(ts), out / TIMESERIES)
     pc = result.pool_columns
-    pool_types = {"t_s": pa.float64(), "pool": pa.string(), "kv_utilization": pa.float64(), "busy_fraction": pa.float64()}
-    _write(pa.table({k: pa.array(v, type=pool_types.get(k, pa.int64())) for k, v in pc.items()}), out / "pools.parquet")
-    (out / "summary.json").write_text(json.dumps(nan_to_none(result.summary), indent=2, sort_keys=False) + "\n")
+    _write(pa.table({k: pa.array(v, type=POOL_TYPES.get(k, pa.int64())) for k, v in pc.items()}), out / POOLS)
+    (out / SUMMARY).write_text(json.dumps(nan_to_none(result.summary), indent=2, sort_keys=False) + "\n")
     done.write_text("ok\n")
     return out

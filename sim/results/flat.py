@@ -12,7 +12,8 @@ import math
 LATENCIES = ("ttft", "tpot", "e2e")
 STATS = ("p50", "p90", "p99", "mean")
 THROUGHPUT = ("requests_per_s", "input_tokens_per_s", "output_tokens_per_s")
-COSTS = ("usd", "usd_per_million_output_tokens", "usd_per_million_input_tokens", "node_hours", "usd_per_request",
+COSTS = ("usd", "usd_per_million_output_tokens", "usd_per_million_input_tokens", "device_hours", "node_hours",
+         "usd_per_request",
          "idle_waste_usd", "energy_kwh", "margin_usd")
 SLO_TARGETS = ("ttft_p99_s", "tpot_p99_s", "served_fraction")
 STATUSES = ("arrived", "completed", "rejected", "unfinished")

@@ -1,0 +1,151 @@
+"""The file-backed parts of a configuration, resolved once at load: what each pool is built from.
+
+`load_run_config` (sim/config.py) ends here. Per pool: the hardware and model specs (conf/hardware, conf/model),
+the engine preset with its memory defaults (conf/engine), the batching parameters (the batching group's, or the
+defaults of a pool's own policy from conf/batching), the parsed deployment (conf/deployment presets), the
+measured profile (calibrate/profiles) and the GPU generation's fitted efficiency forms (conf/cost/generations).
+Above the pools (`FleetSetup`): router parameters, placement and its routes, the overload ladder, each pool's
+autoscaler, each constructed once here to check it. Everything that can be refused is refused here, before a run
+starts, and nothing reads a file during one.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from calibrate.efficiency import Generation, hardware_generation, load_generation
+from inferplan.errors import InputError
+from inferplan.specs import CONF_DIR, HardwareSpec, ModelSpec, load_hardware, load_model
+from sim.config import CostConfig, PoolConfig
+from sim.core.cost.deployment import Deployment, parse_deployment
+from sim.core.cost.factory import PoolPricing, build_pool_pricing, resolve_profile
+from sim.core.fleet.autoscaler import ScalerContext, make_autoscaler
+from sim.core.fleet.overload import OverloadConfig
+from sim.core.fleet.placement import PLACEMENTS
+from sim.core.instance import engine as engine_presets
+from sim.core.router import make_router
+
+
+@dataclass(frozen=True)
+class PoolSetup:
+    """One pool's resolved inputs. `pool` is its config with an engine preset's memory defaults applied."""
+
+    pool: PoolConfig
+    hardware: HardwareSpec
+    model: ModelSpec
+    engine: dict                 # the engine preset ({"name": "generic"}: the batching group decides)
+    batching_name: str
+    batching: dict               # the policy's parameters
+    token_budget: int            # tokens per iteration the memory plan reserves activations for
+    deployment: Deployment
+    profile: Any                 # calibrate.profile.Profile, or None (analytical)
+    generation: Generation | None
+
+
+def _policy_defaults(policy: str) -> dict:
+    """The parameters of `conf/batching/<policy>.yaml` (a pool choosing its own batching policy)."""
+    data = yaml.safe_load((CONF_DIR / "batching" / f"{policy}.yaml").read_text()) or {}
+    data.pop("name", None)
+    return data
+
+
+def pricing_inputs(p: PoolConfig, hw: HardwareSpec, cost: CostConfig,
+                   where: str) -> tuple[Deployment, Any, Generation | None]:
+    """(deployment, profile, generation) of a pool; the last two only for the roofline cost model."""
+    dep = parse_deployment(p.deployment, tp=p.tp, weights_dtype=p.weights_dtype, where=where)
+    if cost.kind == "constant":
+        return dep, None, None
+    return dep, resolve_profile(cost.profile, hw), load_generation(hardware_generation(hw.source))
+
+
+def pool_pricing(model: ModelSpec, hw: HardwareSpec, p: PoolConfig, cost: CostConfig, *, token_budget: int,
+                 where: str) -> PoolPricing:
+    """A pool's pricing from its config alone (tools and tests that price a pool outside a run)."""
+    dep, profile, generation = pricing_inputs(p, hw, cost, where)
+    return build_pool_pricing(model, hw, p, cost, token_budget=token_budget, where=where, dep=dep,
+                              profile=profile, generation=generation)
+
+
+def resolve_pool(name: str, p: PoolConfig, run) -> PoolSetup:
+    where = f"scenario/{run.scenario.name}: pools.{name}"
+    hardware, model = load_hardware(p.hardware), load_model(p.model)
+    engine = engine_presets.resolve(p.engine, run.engine, where)
+    if engine["name"] != "generic":  # the engine's memory defaults replace the pool's
+        util, block = engine_presets.memory_settings(engine, p.tp, p.gpu_memory_utilization, p.block_size_tokens)
+        p = dataclasses.replace(p, gpu_memory_utilization=util, block_size_tokens=block)
+    batching_name = p.batching_policy or run.batching_name
+    base = run.batching if batching_name == run.batching_name else _policy_defaults(batching_name)
+    batching = {**base, **(p.batching or {})}
+    token_budget = int(batching.get("token_budget", batching.get("max_batch_tokens", 8192)))
+    if engine["name"] != "generic":
+        token_budget = int(engine.get("max_num_batched_tokens") or max(model.max_context_tokens, 2048))
+    dep, profile, generation = pricing_inputs(p, hardware, run.cost, where)
+    return PoolSetup(p, hardware, model, engine, batching_name, batching, token_budget, dep, profile, generation)
+
+
+def resolve_pools(run) -> dict[str, PoolSetup]:
+    return {name: resolve_pool(name, p, run) for name, p in run.pools.items()}
+
+
+@dataclass(frozen=True)
+class FleetSetup:
+    """What sits above the pools, resolved and checked at load: the router's parameters, the placement policy
+    and its routes, the overload ladder, and each pool's autoscaler (name, parameters)."""
+
+    router: dict
+    max_outstanding: int | None
+    placement_name: str
+    placement: dict
+    overload: OverloadConfig
+    autoscalers: dict[str, tuple[str, dict]]
+
+
+def _placement(run, where: str) -> tuple[str, dict]:
+    cfg = dict(run.scenario.placement or {})
+    name = str(cfg.pop("name", "static"))
+    entry = [n for n, p in run.pools.items() if p.role != "decode"]
+    cfg.setdefault("default", entry[:1])
+    cfg.setdefault("routes", {})
+    for cls, cands in [("default", cfg["default"]), *cfg["routes"].items()]:
+        if not cands or any(c not in run.pools or run.pools[c].role == "decode" for c in cands):
+            raise InputError(where, f"placement.routes.{cls}", f"{cands!r} must list serving pools",
+                             f"use pools among: {', '.join(entry)}")
+    if name not in PLACEMENTS:
+        raise InputError(where, "placement.name", f"unknown placement {name!r}", f"use one of: {', '.join(PLACEMENTS)}")
+    try:
+        PLACEMENTS[name](**cfg)
+    except TypeError as err:
+        raise InputError(where, "placement", f"{name}: {err}", "see sim/core/fleet/placement.py") from None
+    return name, cfg
+
+
+def resolve_fleet(run) -> FleetSetup:
+    where = f"scenario/{run.scenario.name}"
+    params = dict(run.router)
+    cap = params.pop("max_outstanding_per_instance", None)
+    try:
+        make_router(run.router_name, params)
+    except (TypeError, ValueError) as err:
+        raise InputError(f"conf/router/{run.router_name}.yaml", "parameters", str(err), "remove or rename the key") from None
+    try:
+        overload = OverloadConfig(**run.scenario.overload)
+    except TypeError as err:
+        raise InputError(where, "overload", str(err), f"valid keys: {', '.join(OverloadConfig.__dataclass_fields__)}") from None
+    if overload.fallback_pool is not None and overload.fallback_pool not in run.pools:
+        raise InputError(where, "overload.fallback_pool", f"unknown pool {overload.fallback_pool!r}",
+                         f"use one of: {', '.join(run.pools)}")
+    scalers = {}
+    for name, p in run.pools.items():
+        spec = dict(p.autoscaler or {"name": run.autoscaler_name, **run.autoscaler})
+        sname = str(spec.pop("name", run.autoscaler_name))
+        try:
+            make_autoscaler(sname, spec, ScalerContext())
+        except (KeyError, TypeError, ValueError) as err:
+            raise InputError(f"{where}: pools.{name}", "autoscaler", str(err).strip("'\""),
+                             "see conf/autoscaler/ for each policy's keys") from None
+        scalers[name] = (sname, spec)
+    placement_name, placement = _placement(run, where)
+    return FleetSetup(params, None if cap is None else int(cap), placement_name, placement, overload, scalers)

@@ -1,0 +1,146 @@
+"""The run folder's schema, in one place: file names, the Parquet column types, and `summary.json`'s typed records.
+
+A run folder (docs/results.md) is what a simulation leaves: three Parquet tables, `summary.json`, and `DONE`
+written last. This module names them; `sim.results.write` is the only writer and `sim.results.read` the only
+reader. `SCHEMA_VERSION` goes up whenever a key or column changes meaning; the reader accepts this version and
+upgrades the previous one, and refuses anything else with one line.
+
+Version history: 1 (no `schema_version` key) — `cost.node_hours` held device-hours; 2 — `cost.device_hours` and
+`cost.node_hours` (device-hours over each pool's devices per node), the same per pool, and `schema_version`.
+"""
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+import pyarrow as pa
+
+SCHEMA_VERSION = 2
+
+SUMMARY = "summary.json"
+REQUESTS = "requests.parquet"
+TIMESERIES = "timeseries.parquet"
+POOLS = "pools.parquet"
+DONE = "DONE"
+FAILED = "FAILED"            # a sweep job that could not run: its one-line error
+ERROR_LOG = "error.log"      # beside FAILED: a bug's traceback
+RUN_FILES = (SUMMARY, REQUESTS, TIMESERIES, POOLS, DONE)
+
+REQUEST_TYPES: dict[str, pa.DataType] = {
+    "request_id": pa.int64(), "arrival_s": pa.float64(), "prompt_tokens": pa.int64(), "output_tokens": pa.int64(),
+    "cached_tokens": pa.int64(), "request_class": pa.string(), "pool": pa.string(), "instance": pa.int32(),
+    "status": pa.string(), "reject_reason": pa.string(), "first_token_s": pa.float64(), "finish_s": pa.float64(),
+    "ttft_s": pa.float64(), "tpot_s": pa.float64(), "e2e_s": pa.float64(), "preemptions": pa.int32(),
+    "fallback": pa.bool_(), "prefill_pool": pa.string(), "itl_max_s": pa.float64(),
+}
+# timeseries.parquet: every column float64 but these counts.
+TIMESERIES_COUNTS = ("arrivals", "completions", "queued", "running", "instances", "overload_level")
+# pools.parquet: every column int64 (instance counts by state, queue lengths) but these.
+POOL_TYPES: dict[str, pa.DataType] = {"t_s": pa.float64(), "pool": pa.string(), "kv_utilization": pa.float64(),
+                                      "busy_fraction": pa.float64()}
+
+
+class Percentiles(TypedDict):
+    p50: float | None
+    p90: float | None
+    p99: float | None
+    mean: float | None
+
+
+class RequestCounts(TypedDict):
+    arrived: int
+    completed: int
+    rejected: int
+    unfinished: int
+    rejected_by_reason: dict[str, int]
+
+
+class Latency(TypedDict):
+    ttft: Percentiles
+    tpot: Percentiles
+    e2e: Percentiles
+    itl: Percentiles
+
+
+class Throughput(TypedDict):
+    requests_per_s: float
+    input_tokens_per_s: float
+    output_tokens_per_s: float
+
+
+class SloMet(TypedDict):
+    ttft_p99: bool | None      # None: no data (never a pass)
+    tpot_p99: bool | None
+    served_fraction: bool | None
+
+
+class ClassSlo(TypedDict):
+    requests: int
+    completed: int
+    ttft_s: Percentiles
+    tpot_s: Percentiles
+    ttft_p99_s_target: float
+    tpot_p99_s_target: float
+    attainment: float
+    served: float
+    met: SloMet
+
+
+class Slo(TypedDict):
+    ttft_p99_s: float
+    tpot_p99_s: float
+    served_fraction: float
+    attainment: float | None
+    goodput_requests_per_s: float
+    served: float | None
+    met: SloMet
+    classes: dict[str, ClassSlo]
+
+
+class Cost(TypedDict):
+    usd: float
+    usd_per_million_output_tokens: float | None
+    usd_per_million_input_tokens: float | None
+    usd_per_request: float | None
+    device_hours: float
+    node_hours: float
+    idle_waste_usd: float
+    energy_kwh: float
+    billing_granularity_s: float
+    revenue: dict[str, float] | None
+    margin_usd: float | None
+
+
+class Fleet(TypedDict):
+    scale_events: list[list[Any]]
+    overload_transitions: list[list[Any]]
+    fallback_requests: int
+    autoscalers: dict[str, str]
+
+
+class CostModelInfo(TypedDict):
+    kind: str                 # "measured", "analytical" or "mixed"
+    profile: str | None
+    hardware: str
+    note: str
+
+
+class Summary(TypedDict):
+    """`summary.json` (docs/results.md). `pools` maps a pool name to its figures (hardware, bill, memory, time
+    breakdown, prefix cache, cost model); `invariants` each invariant to "ok" or what broke it."""
+
+    schema_version: int
+    status: str               # "completed" or "interrupted"
+    scenario: str
+    seed: int
+    simulated_duration_s: float
+    requests: RequestCounts
+    latency_s: Latency
+    throughput: Throughput
+    slo: Slo
+    cost: Cost
+    fleet: Fleet
+    pools: dict[str, dict[str, Any]]
+    cost_model: CostModelInfo
+    invariants: dict[str, str]
+    calibration: Any
+    wall_time_s: float
