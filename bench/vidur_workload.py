@@ -86,10 +86,10 @@ def run_process(args: list[str], out_dir: Path) -> dict:
     cmd = [sys.executable, "-m", "sim", *args, f"hydra.run.dir={out_dir}"]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    err = proc.stderr.read().decode() if proc.stderr else ""  # (before waiting: a full pipe would block the child)
     _, status, usage = os.wait4(proc.pid, 0)
     wall_s = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
-    err = proc.stderr.read().decode() if proc.stderr else ""
     if proc.returncode != 0:
         raise SystemExit(f"python -m sim failed (exit {proc.returncode}): {err.strip().splitlines()[-1:]}")
     summary = json.loads((out_dir / "summary.json").read_text())
