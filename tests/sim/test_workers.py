@@ -43,23 +43,3 @@ def test_worker_pool_equals_inline(tmp_path):
         for name in a:
             if name != "summary.json":  # (it holds the wall time)
                 assert a[name] == b[name], (key, name)
-
-
-def test_a_kept_cost_model_prices_as_a_fresh_one(tmp_path):
-    """A configuration run cold, then after others warmed its (kept) cost model: the same bytes."""
-    from sim.core.cost import factory
-
-    tasks = _tasks(tmp_path / "a")
-    factory._KEPT.clear()
-    ex = InlineExecutor()
-    cold = list(ex.run([tasks[2]]))
-    warm_tasks = [*_tasks(tmp_path / "b")[:2], Task("again", tasks[2].config, tasks[2].overrides,
-                                                    str(tmp_path / "again"))]
-    assert factory._KEPT  # kept from the cold run
-    list(ex.run(warm_tasks))
-    a, b = _files(tmp_path / "a" / "2"), _files(tmp_path / "again")
-    assert sorted(a) == sorted(b)
-    for name in a:
-        if name != "summary.json":
-            assert a[name] == b[name], name
-    assert cold

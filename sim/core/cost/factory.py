@@ -3,17 +3,10 @@
 The cluster calls `build_pool_pricing` once per pool; everything about how an iteration of that pool is priced
 (and how much KV it can hold) is decided here, from `conf/cost` and the pool's config (`tp`, `weights_dtype`,
 `kv_dtype`, `deployment`). `kv_handoff_s` prices the KV cache moving from a prefill pool to a decode pool.
-
-Cost models are kept by content in the process (`_KEPT`, the last `KEEP_MODELS`): a worker that simulates many
-configurations of one model and hardware (a sweep, a plan) builds the model once and keeps its priced tables warm.
-A cost model's only state is what it has priced (step tables, mixed-step forms, context values), each value a
-function of its shape alone, so a warm model prices exactly as a fresh one (tests/sim/test_workers.py).
 """
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import pickle
 from dataclasses import dataclass
 
 from calibrate.profile import load_profile
@@ -31,8 +24,6 @@ from sim.core.cost.pricer import OpPricer
 from sim.core.cost.roofline import LayeredCostModel
 
 PROFILES_DIR = REPO_ROOT / "calibrate" / "profiles"
-KEEP_MODELS = 4  # cost models kept per process (each one's tables are bounded: sim/core/cost/tables.py)
-_KEPT: dict[bytes, LayeredCostModel] = {}
 
 
 def resolve_profile(setting: str, hw: HardwareSpec):
@@ -106,15 +97,7 @@ def build_pool_pricing(model: ModelSpec, hw: HardwareSpec, p: PoolConfig, cost_c
                           generation)
     except ValueError as err:
         raise InputError("conf/cost", "efficiency_scale", str(err), "give positive multipliers") from None
-    # (the key: every input of the model, pickled; equal bytes are equal inputs)
-    key = hashlib.sha256(pickle.dumps((model, hw, cost_cfg, profile, generation, p.tp, p.weights_dtype,
-                                       p.kv_dtype, dep, where))).digest()
-    kept = _KEPT.pop(key, None)
-    cost = kept if kept is not None else LayeredCostModel(
-        model, hw, pricer, tp=p.tp, weights_dtype=p.weights_dtype, kv_dtype=p.kv_dtype,
-        step_overhead_s=cost_cfg.step_overhead_s, link_efficiency=cost_cfg.link_efficiency, deployment=dep,
-        where=where)
-    _KEPT[key] = cost  # (most recently used last)
-    while len(_KEPT) > KEEP_MODELS:
-        del _KEPT[next(iter(_KEPT))]
+    cost = LayeredCostModel(model, hw, pricer, tp=p.tp, weights_dtype=p.weights_dtype, kv_dtype=p.kv_dtype,
+                            step_overhead_s=cost_cfg.step_overhead_s, link_efficiency=cost_cfg.link_efficiency,
+                            deployment=dep, where=where)
     return PoolPricing(cost, mem, dep.devices, link, hw.inter_node_latency_s, dep)
