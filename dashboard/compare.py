@@ -14,15 +14,11 @@ from dashboard import aggregate
 from dashboard.data import open_run, read_sweep, resolve_job_dir, explain
 from dashboard.kpis import flatten_summary
 from inferplan.errors import InputError
+from sim.results.flat import METRIC_NAMES
 
 BOOKKEEPING = {"run_dir", "job", "job_id", "job_num", "status", "error", "label", "done"}
-# Metric names `flatten_summary` produces (beyond latency, which is generated below).
-_FLAT = {"scenario", "seed", "simulated_duration_s", "wall_time_s", "requests_arrived", "requests_completed",
-         "requests_rejected", "requests_unfinished", "requests_per_s", "input_tokens_per_s", "output_tokens_per_s",
-         "attainment", "goodput_requests_per_s", "served_fraction", "slo_met", "usd",
-         "usd_per_million_output_tokens", "usd_per_million_input_tokens", "node_hours", "usd_per_request",
-         "cost_model_kind", "slo_ttft_p99_s", "slo_tpot_p99_s", "slo_served_fraction", "idle_waste_usd",
-         "energy_kwh", "billing_granularity_s", "margin_usd"}
+# Metric names `flatten_summary` produces (sim/results/flat.py), plus one older sweeps carried.
+_FLAT = set(METRIC_NAMES) | {"billing_granularity_s"}
 METRICS = _FLAT | {f"{m}_{s}_s" for m in ("ttft", "tpot", "e2e") for s in ("p50", "p90", "p99", "mean")}
 
 COSTS = {"usd_per_million_output_tokens": "Cost per 1M output tokens (USD)", "usd": "Total cost (USD)",

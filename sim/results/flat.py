@@ -66,3 +66,12 @@ def flatten_summary(summary: dict) -> dict:
         flat[key] = _num(cost.get(key))
     flat["cost_model_kind"] = (summary.get("cost_model") or {}).get("kind")
     return {k: v for k, v in flat.items() if v is not None}
+
+
+# Every name `flatten_summary` can produce except the per-verdict `slo_met_<...>` columns: what a table of runs
+# (sweep.parquet, the Compare page) treats as a metric rather than an override.
+METRIC_NAMES = frozenset({"scenario", "seed", "simulated_duration_s", "wall_time_s",
+                          *(f"requests_{s}" for s in STATUSES),
+                          *(f"{m}_{s}_s" for m in LATENCIES for s in STATS), *THROUGHPUT,
+                          "attainment", "goodput_requests_per_s", "served_fraction", "slo_met",
+                          *(f"slo_{t}" for t in SLO_TARGETS), *COSTS, "cost_model_kind"})
