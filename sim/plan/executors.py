@@ -7,12 +7,10 @@ propagates.
 """
 from __future__ import annotations
 
-import multiprocessing
 import os
 import tempfile
 import warnings
 from collections.abc import Iterator
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,27 +59,22 @@ class InlineExecutor:
 
 
 class ProcessExecutor:
-    """`workers` local processes (spawned: no state inherited from the planner's process)."""
+    """`workers` long-lived local processes (`sim.workers.WorkerPool`: spawned, warmed once, reused per task)."""
 
     backend = "processes"
 
     def __init__(self, workers: int) -> None:
+        from sim.workers import WorkerPool
+
         self.workers = workers
-        self._pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        self._pool = WorkerPool(workers)
 
     def run(self, tasks: list[Task]) -> Iterator[tuple[Task, dict]]:
-        pending = {self._pool.submit(simulate_job, t.config, t.overrides, t.out_dir): t for t in tasks}
-        while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for future in done:
-                yield pending.pop(future), future.result()
+        yield from self._pool.run(simulate_job, ((t, (t.config, t.overrides, t.out_dir)) for t in tasks))
 
     def close(self, abort: bool = False) -> None:
         """Shut the workers down; `abort` (an interrupted plan) ends the simulations still running."""
-        if abort:
-            for proc in list(getattr(self._pool, "_processes", {}).values()):
-                proc.terminate()
-        self._pool.shutdown(wait=not abort, cancel_futures=True)
+        self._pool.close(abort)
 
 
 def _ray_job(config: dict, overrides: tuple[str, ...]) -> dict:

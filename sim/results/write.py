@@ -21,19 +21,35 @@ def _write(table: pa.Table, path: Path) -> None:
 
 
 def interval_p99(times: np.ndarray, values: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    """P99 of `values` grouped by which interval (edges[i-1], edges[i]] their `times` fall in."""
+    """P99 of `values` grouped by which interval (edges[i-1], edges[i]] their `times` fall in.
+
+    Every group at once: one sort by (interval, value), then numpy's default ("linear") percentile read off each
+    group's order statistics with numpy's own arithmetic (virtual index (n - 1) q, q = 99 / 100, the same two-sided
+    interpolation), so each value equals `np.percentile(group, 99)` (tests/sim/test_interval_p99.py); a call per
+    interval cost seconds on long runs."""
     out = np.full(len(edges), np.nan)
     ok = np.isfinite(times) & np.isfinite(values)
     if not ok.any():
         return out
     idx = np.searchsorted(edges, times[ok], side="left")
-    vals = values[ok]
-    order = np.argsort(idx, kind="stable")
+    vals = values[ok].astype(np.float64)
+    order = np.lexsort((vals, idx))
     idx, vals = idx[order], vals[order]
-    bounds = np.flatnonzero(np.diff(idx)) + 1
-    for group_idx, group in zip(np.split(idx, bounds), np.split(vals, bounds)):
-        if group_idx.size and group_idx[0] < len(edges):
-            out[group_idx[0]] = np.percentile(group, 99)
+    starts = np.concatenate(([0], np.flatnonzero(np.diff(idx)) + 1))
+    n = np.diff(np.append(starts, len(idx)))
+    q = np.true_divide(99, 100)
+    virtual = (n - 1) * q
+    prev = np.floor(virtual)
+    above = virtual >= n - 1  # (one value: numpy reads the last element on both sides, gamma = virtual + 1)
+    lo = starts + np.where(above, n - 1, prev).astype(np.intp)
+    hi = starts + np.where(above, n - 1, prev + 1).astype(np.intp)
+    gamma = virtual - np.where(above, -1.0, prev)
+    a, b = vals[lo], vals[hi]
+    diff = b - a
+    p99 = np.where(gamma >= 0.5, b - diff * (1 - gamma), a + diff * gamma)
+    group = idx[starts]
+    keep = group < len(edges)
+    out[group[keep]] = p99[keep]
     return out
 
 

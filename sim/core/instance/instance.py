@@ -379,7 +379,7 @@ class Instance:
         for req in finished:
             self.on_finish(req)
 
-    def _deliver(self, items: list, now: float) -> None:
+    def _deliver(self, items: list[tuple[SimRequest, int]], now: float) -> None:
         """Requests whose output tokens reached the client now: one ITL gap each since their last delivery
         (a policy that holds tokens back, multi-step groups, keeps them out of the count until it sends them)."""
         held = self.policy.undelivered

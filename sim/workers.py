@@ -1,0 +1,54 @@
+"""Long-lived simulation workers: local processes that import the simulator once and then run many configurations.
+
+A fresh `python -m sim` spends seconds before its first event (imports, Hydra composition, building) and again
+writing; a sweep of a thousand small configurations would pay that a thousand times. A `WorkerPool` starts
+`workers` spawned processes (no state inherited from the caller) that import everything a run needs when they
+start (`warm`), then take resolved configurations one after another: each task pays only for building its cluster,
+simulating and writing its folder. The planner's `ProcessExecutor` (`sim/plan/executors.py`) and
+`bench/sweep_speed.py` run on it. Tasks are plain functions with picklable arguments; results come back in
+completion order.
+"""
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+# What a run imports (directly or through them): loaded once per worker at its start, so that no task pays for it.
+WARM_MODULES = ("numpy", "pandas", "pyarrow.parquet", "simpy", "yaml", "omegaconf", "scenarios", "sim.api",
+                "sim.results", "sim.core.run")
+
+
+def warm() -> None:
+    """A worker's initializer: import what every run needs."""
+    import importlib
+
+    for name in WARM_MODULES:
+        importlib.import_module(name)
+
+
+class WorkerPool:
+    """`workers` spawned processes, warmed once, each running tasks until the pool closes."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self._pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=warm)
+
+    def run(self, fn: Callable[..., Any], items: Iterable[tuple[T, tuple]]) -> Iterator[tuple[T, Any]]:
+        """Call `fn(*args)` for each `(tag, args)` in the workers; yield `(tag, result)` as each finishes. An
+        exception in `fn` propagates here (a refused configuration is a result, not an exception: see callers)."""
+        pending: dict[Future, T] = {self._pool.submit(fn, *args): tag for tag, args in items}
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                yield pending.pop(future), future.result()
+
+    def close(self, abort: bool = False) -> None:
+        """Shut the workers down; `abort` ends the tasks still running (an interrupted plan or sweep)."""
+        if abort:
+            for proc in list(getattr(self._pool, "_processes", {}).values()):
+                proc.terminate()
+        self._pool.shutdown(wait=not abort, cancel_futures=True)
