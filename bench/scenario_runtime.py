@@ -16,7 +16,6 @@ twice on a shared machine (`--repeat 2` keeps the faster run).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -25,6 +24,7 @@ import time
 from pathlib import Path
 
 from inferplan.specs import available
+from sim.results.read import read_summary
 
 REPO = Path(__file__).resolve().parent.parent
 BUDGET_S = 60.0
@@ -54,7 +54,7 @@ def run_one(name: str, out_dir: Path) -> dict:
     if code != 0:
         last = (err.strip().splitlines() or ["(no output)"])[-1]
         return {"scenario": name, "error": f"exit {code}: {last}", "wall_s": wall_s}
-    s = json.loads((out_dir / "summary.json").read_text())
+    s = read_summary(out_dir)
     return {"scenario": name, "requests": s["requests"]["arrived"], "simulated_s": s["simulated_duration_s"],
             "wall_s": wall_s, "simulate_s": s["wall_time_s"], "peak_mb": usage.ru_maxrss / 1024.0, "invariants_ok": all(
                 v == "ok" for v in s["invariants"].values())}

@@ -13,13 +13,14 @@ measured with a 1,000-request run and not scaled).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from sim.results.read import read_summary
 
 REPO = Path(__file__).resolve().parent.parent
 FULL = 10_000_000
@@ -37,7 +38,7 @@ def run(requests: int, instances: int, rate: float, out_dir: Path) -> dict:
     wall_s = time.perf_counter() - t0
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"python -m sim failed: {(err.strip().splitlines() or ['?'])[-1]}")
-    s = json.loads((out_dir / "summary.json").read_text())
+    s = read_summary(out_dir)
     return {"requests": s["requests"]["arrived"], "completed": s["requests"]["completed"], "wall_s": wall_s,
             "loop_s": float(s["wall_time_s"]), "peak_mb": usage.ru_maxrss / 1024.0}
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import csv
 import importlib.util
-import json
 import os
 import subprocess
 import sys
@@ -41,6 +40,7 @@ import time
 from pathlib import Path
 
 from inferplan.paths import shared_root
+from sim.results.read import read_summary
 
 REPO = Path(__file__).resolve().parent.parent
 REMEASURED_REFERENCE_S = 2.094   # machine_speed.py on the machine of vidur-timings-remeasured.csv (README)
@@ -92,7 +92,7 @@ def run_process(args: list[str], out_dir: Path) -> dict:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise SystemExit(f"python -m sim failed (exit {proc.returncode}): {err.strip().splitlines()[-1:]}")
-    summary = json.loads((out_dir / "summary.json").read_text())
+    summary = read_summary(out_dir)
     return {"wall_s": wall_s, "peak_mb": usage.ru_maxrss / 1024.0, "summary": summary}
 
 
