@@ -145,7 +145,12 @@ def _evidence(ev: RunEvidence, cls: str, pool: str, a: float, b: float, in_win: 
         wait = queued_mean / rate_win if rate_win > 0 and queued_mean == queued_mean else math.nan
         ttft = _mean(cols["ttft_s"][in_win & np.isfinite(cols["ttft_s"])])
         e["queueing_s_estimate"] = _r(wait, 4)
-        e["queueing_share_of_ttft"] = _r(wait / ttft if ttft and ttft == ttft and wait == wait else math.nan, 3)
+        # Requests still queued when the window closes have no TTFT yet, so the estimate can exceed the mean TTFT
+        # of those that got one: the share is capped at 1 (all of it queueing) and the cap is said.
+        share = wait / ttft if ttft and ttft == ttft and wait == wait else math.nan
+        e["queueing_share_of_ttft"] = _r(min(share, 1.0) if share == share else share, 3)
+        if share == share and share > 1.0:
+            e["queueing_share_capped"] = True
     tpot = cols["tpot_s"][in_win & np.isfinite(cols["tpot_s"])]
     e["tpot_p50_s_in_window"] = _r(float(np.percentile(tpot, 50)) if tpot.size else math.nan, 4)
     itl = cols["itl_max_s"][in_win & np.isfinite(cols["itl_max_s"])]
