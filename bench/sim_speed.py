@@ -26,7 +26,7 @@ import sim
 from scenarios import build_workload
 from sim.compose import compose_config
 from sim.config import load_run_config
-from sim.core.run import simulate
+from sim.simulate import simulate
 
 PEER_REQ_PER_S = 430.0  # midpoint of Vidur 0.0.26's 400-460 requests per wall-second on this machine kind
 TARGET_REQ_PER_S = 50_000.0

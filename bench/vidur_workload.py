@@ -103,7 +103,7 @@ def count_events(args: list[str]) -> int:
     from sim.api import scenario_workload
     from sim.compose import compose_config
     from sim.config import load_run_config
-    from sim.core.run import simulate
+    from sim.simulate import simulate
 
     envs = []
     init = simpy.Environment.__init__

@@ -1,11 +1,11 @@
 """The review's answers for one run: verdict tables (per class, per class x pool), the diagnosis of what missed,
 and the cost model's provenance in plain words. Shared by the Run page and the HTML report; reads `summary.json`
-keys only (`verdict`, `diagnosis`, `cost_model`, `pools.*.cost_model`), formatted by sim/review/text.py."""
+keys only (`verdict`, `diagnosis`, `cost_model`, `pools.*.cost_model`), formatted by sim/results/text.py."""
 from __future__ import annotations
 
 import pandas as pd
 
-from sim.review.text import SLO_LABEL, evidence_phrases, headline, target, value
+from sim.results.text import SLO_LABEL, evidence_phrases, headline, target, value
 
 STATUS = {"met": "met", "missed": "missed", "no_data": "no data"}
 

@@ -14,7 +14,7 @@ from scenarios.transforms import scale_rate
 from sim.compose import compose_config
 from sim.config import load_run_config
 from sim.results.write import write_run
-from sim.core.run import simulate
+from sim.simulate import simulate
 
 
 class RunInterrupted(Interrupted):

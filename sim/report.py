@@ -11,7 +11,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from sim.review.text import SLO_LABEL, finding_lines, mark, target, wrap
+from sim.results.text import SLO_LABEL, finding_lines, mark, target, wrap
 
 WIDTH = 80
 

@@ -19,7 +19,7 @@ T = TypeVar("T")
 
 # What a run imports (directly or through them): loaded once per worker at its start, so that no task pays for it.
 WARM_MODULES = ("numpy", "pandas", "pyarrow.parquet", "simpy", "yaml", "omegaconf", "scenarios", "sim.api",
-                "sim.results", "sim.core.run")
+                "sim.results", "sim.simulate")
 
 
 def warm() -> None:

@@ -1,12 +1,12 @@
-"""One simulation: build the cluster, run SimPy until every request ended (or the drain timeout), collect.
+"""One simulation in the engine: build the cluster, run SimPy until every request ended (or the drain timeout),
+collect the request columns, the sampled series and the invariants.
 
-`simulate(run, workload)` is the library entry point; `sim/__main__.py` and `sim/api.py` wrap it.
+`run_cluster(run, workload)` returns that raw outcome; `sim/simulate.py` (`simulate`, the library entry point that
+`sim/__main__.py` and `sim/api.py` wrap) adds the summary, so the engine never imports the results layer.
 """
 from __future__ import annotations
 
 import gc
-import math
-import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -18,30 +18,21 @@ from scenarios.workload import Workload
 from sim.core.cluster import Cluster
 from sim.config import RunConfig
 from sim.core.metrics import RequestRecorder, Sampler
-from sim.results.schema import SCHEMA_VERSION
-from sim.results.summary import summarize
 
 
 @dataclass
-class SimResult:
-    """Everything a run writes: request columns, time-series rows, per-pool rows and the summary dict."""
+class RunOutcome:
+    """What the engine hands to the results layer: the finished cluster, request columns, sampled series,
+    invariant verdicts, and the signal that stopped the run early (0: it ran to its end)."""
 
+    cluster: Cluster
     requests: dict[str, np.ndarray]
     timeseries_columns: dict  # TS_COLUMNS -> values per sampling interval
     pool_columns: dict        # POOL_COLUMNS -> values per (interval, pool)
-    summary: dict
-    interrupted_by: int = 0   # the signal that stopped the run early (0: it ran to its end)
-
-    @property
-    def timeseries(self) -> list[dict]:
-        """The time series as rows (convenient in tests; the run folder is written from the columns)."""
-        cols = self.timeseries_columns
-        return [dict(zip(cols, vals)) for vals in zip(*cols.values())]
-
-    @property
-    def pools(self) -> list[dict]:
-        cols = self.pool_columns
-        return [dict(zip(cols, vals)) for vals in zip(*cols.values())]
+    end_s: float
+    peak_instances: dict
+    invariants: dict[str, str]
+    interrupted_by: int = 0
 
 
 def check_invariants(cols: dict, cluster: Cluster, arrived: int) -> dict[str, str]:
@@ -79,9 +70,8 @@ def _rare_cycle_collection(gen0_threshold: int = 50_000):
         gc.set_threshold(*old)
 
 
-def simulate(run: RunConfig, workload: Workload, progress=None) -> SimResult:
+def run_cluster(run: RunConfig, workload: Workload, progress=None) -> RunOutcome:
     """Simulate `workload` on the fleet of `run`. `progress(fraction)` is called as simulated time advances."""
-    wall0 = time.perf_counter()
     env = simpy.Environment()
     recorder = RequestRecorder(workload, list(run.pools))
     cluster = Cluster(env, run, workload, recorder)
@@ -108,12 +98,8 @@ def simulate(run: RunConfig, workload: Workload, progress=None) -> SimResult:
     cols = recorder.columns()
     invariants = check_invariants(cols, cluster, cluster.recorder.arrived)
     ts_columns, pool_columns = sampler.columns()
-    summary = summarize(run, cluster, cols, end_s, sampler.peak_instances, invariants, pool_columns)
-    summary = {"schema_version": SCHEMA_VERSION, "status": "interrupted" if stop.signum else "completed", **summary}
-    summary["wall_time_s"] = round(time.perf_counter() - wall0, 3)
-    if progress is not None:
-        progress(1.0)
-    return SimResult(cols, ts_columns, pool_columns, summary, interrupted_by=stop.signum)
+    return RunOutcome(cluster, cols, ts_columns, pool_columns, end_s, sampler.peak_instances, invariants,
+                      interrupted_by=stop.signum)
 
 
 def _run_until(env: simpy.Environment, until: simpy.Event, stop: StopFlag) -> None:
@@ -126,13 +112,3 @@ def _run_until(env: simpy.Environment, until: simpy.Event, stop: StopFlag) -> No
     except simpy.core.EmptySchedule:
         pass
 
-
-def nan_to_none(x):
-    """JSON-safe floats: NaN and inf become null."""
-    if isinstance(x, dict):
-        return {k: nan_to_none(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [nan_to_none(v) for v in x]
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x

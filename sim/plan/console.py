@@ -3,12 +3,18 @@ closing report: the answer first (the chosen configuration with its margins and 
 next-cheaper one and why it fails), then every configuration by cost."""
 from __future__ import annotations
 
+import math
 import sys
+import textwrap
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from sim.plan.slo import SloCheck
+from sim.results.text import wrap
+
+WIDTH = 80  # columns when stdout is not a terminal (files, CI logs); a terminal's own width otherwise
 
 
 class PlanProgress:
@@ -47,51 +53,84 @@ def _ms(x) -> str:
     return "-" if x is None else f"{x * 1e3:,.1f}"
 
 
+def _objective(x) -> str:
+    """The objective in the table: cents from 10 up (the chosen line keeps four decimals), else 4 digits."""
+    return "-" if x is None else (f"{x:,.2f}" if abs(x) >= 10 else f"{x:.4g}")
+
+
 def _check_line(c: dict) -> str:
     return SloCheck(c["name"], c["class"], c["target"], c["achieved"], c["unit"], c["met"]).describe()
 
 
-def print_plan(plan: dict, plan_path) -> None:
-    console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
+def _header(key: str) -> str:
+    """A searched key as a header that may wrap between words: `scenario.pools.l40s_int4.min_instances` ->
+    `l40s_int4 min instances` (the pool kept, `_` in the knob's name read as spaces), so that several searched
+    keys still fit 80 columns without cutting a name."""
+    head, _, last = key.removeprefix("scenario.pools.").rpartition(".")
+    return f"{head} {last.replace('_', ' ')}".strip()
+
+
+def _check_phrases(c: dict) -> list[str]:
+    """An SLO check as two phrases: the values, then the margin in parentheses."""
+    line = _check_line(c)
+    head, sep, tail = line.partition(" (")
+    return [head, sep.strip() + tail] if sep else [line]
+
+
+def print_plan(plan: dict, plan_path, width: int | None = None) -> None:
+    """The answer first, then every configuration by cost; lines break only between phrases."""
+    tty = sys.stdout.isatty()
+    console = Console(highlight=False, width=width or (None if tty else WIDTH))
+    cols = console.width
     varying = [d["key"] for d in plan["search"] if len(d["values"]) > 1]
     front = set(plan["frontier"]["ttft_p99_s"]) | set(plan["frontier"]["tpot_p99_s"])
     chosen = plan["chosen"]["id"] if plan["chosen"] else None
-    t = Table(title=f"inferplan plan · {plan['scenario']} · cheapest by {plan['objective']}")
-    t.add_column("#", justify="right")
-    for key in varying:
-        t.add_column(key.removeprefix("scenario.pools."))
-    for head in (plan["objective"], "ttft_p99_ms", "tpot_p99_ms", "served", "SLOs", ""):
-        t.add_column(head, justify="right")
+    rows = []
     for c in plan["configurations"]:
         verdict = "invalid" if c["status"] != "completed" else ("met" if c["meets_slos"] else "missed")
         mark = "← chosen" if c["id"] == chosen else ("frontier" if c["id"] in front else "")
-        served = "-" if c["served_fraction"] is None else f"{c['served_fraction']:.4%}"
-        t.add_row(str(c["id"]), *(str(c["overrides"].get(k, "")) for k in varying),
-                  "-" if c["objective"] is None else f"{c['objective']:,.4f}", _ms(c["ttft_p99_s"]),
-                  _ms(c["tpot_p99_s"]), served, verdict, mark + (" (cached)" if c["cached"] else ""))
+        # Truncated, not rounded: 99.9995% served must not read as 100.
+        served = "-" if c["served_fraction"] is None else f"{math.floor(c['served_fraction'] * 1e5) / 1e3:.3f}"
+        rows.append([str(c["id"]), *(str(c["overrides"].get(k, "")) for k in varying),
+                     _objective(c["objective"]), _ms(c["ttft_p99_s"]),
+                     _ms(c["tpot_p99_s"]), served, verdict, mark])
+    heads = ["#", *(_header(k) for k in varying), plan["objective"], "TTFT P99 ms", "TPOT P99 ms", "served %", "SLOs", ""]
+    t = Table(title=f"inferplan plan · {plan['scenario']} · cheapest by {plan['objective']}", box=box.SIMPLE_HEAD,
+              show_edge=False, pad_edge=False, padding=(0, 0, 0, 1))
+    for i, head in enumerate(heads):
+        # A column is as wide as its widest value or header word; the header wraps between words within that.
+        width = max([len(w) for w in head.split()] + [len(r[i]) for r in rows] + [1])
+        t.add_column("\n".join(textwrap.wrap(head, width)) or "", justify="left" if i == len(heads) - 1 else "right",
+                     no_wrap=True)
+    for r in rows:
+        t.add_row(*r)
+
+    def say(phrases: list[str], indent: str = "") -> None:
+        for i, line in enumerate(wrap(phrases, cols - 2, indent, sep=" ")):
+            console.print(line if i == 0 else "  " + line, markup=False, soft_wrap=True)
+
     if plan["chosen"]:
         c = plan["chosen"]
         month = c.get("usd_per_month_projected")
-        console.print(f"chosen: #{c['id']} {' '.join(c['override_args']) or '(base)'} · {plan['objective']} "
-                      f"{c['objective']:,.4f} · meets every SLO")
+        say([f"chosen: #{c['id']}", *(c["override_args"] or ["(base)"]),
+             f"· {plan['objective']} {c['objective']:,.4f}", "· meets every SLO"])
         if month is not None:
-            console.print(f"  monthly projection: ${month:,.0f} (the window's rate for 730 h)")
+            say([f"monthly projection: ${month:,.0f}", "(the window's rate for 730 h)"], "  ")
         for check in c["slos"]:
-            console.print(f"  margin: {_check_line(check)}")
+            say(["margin:", *_check_phrases(check)], "  ")
     else:
         console.print("[red]no configuration in the search meets the SLOs[/red]: widen the search (more instances)")
     if plan["next_cheaper_failing"]:
         c = plan["next_cheaper_failing"]
-        console.print(f"next cheaper, fails: #{c['id']} {' '.join(c['override_args'])} · {plan['objective']} "
-                      f"{c['objective']:,.4f}")
+        say([f"next cheaper, fails: #{c['id']}", *c["override_args"], f"· {plan['objective']} {c['objective']:,.4f}"])
         for check in c["failed_slos"]:
-            console.print(f"  fails: {_check_line(check)}")
+            say(["fails:", *_check_phrases(check)], "  ")
     elif plan["chosen"]:
-        console.print("next cheaper, fails: none evaluated (the chosen one is the cheapest configuration searched)")
+        say(["next cheaper, fails: none evaluated", "(the chosen one is the cheapest configuration searched)"])
     console.print(t)
     for note in plan["notes"]:
-        console.print(f"note: {note}")
+        say(f"note: {note}".split(" "))
     j = plan["jobs"]
-    console.print(f"{j['configurations']} configurations: {j['simulated']} simulated, {j['cached']} cached, "
-                  f"{j['invalid']} invalid · {j['backend']} x{j['workers']} · {j['wall_time_s']:.1f} s")
-    console.print(f"plan: {plan_path}")
+    say([f"{j['configurations']} configurations: {j['simulated']} simulated, {j['cached']} cached, "
+         f"{j['invalid']} invalid", f"· {j['backend']} x{j['workers']}", f"· {j['wall_time_s']:.1f} s"])
+    console.print(f"plan: {plan_path}", markup=False, soft_wrap=True)

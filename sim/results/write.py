@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sim.core.run import SimResult, nan_to_none
+from sim.results.result import SimResult, nan_to_none
 from sim.results.schema import (DONE, POOL_TYPES, POOLS, REQUEST_TYPES, REQUESTS, SUMMARY, TIMESERIES,
                                 TIMESERIES_COUNTS)
 

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sim.results.write import write_run
-from sim.core.run import nan_to_none
+from sim.results.result import nan_to_none
 from sim.validate.arrivals import reconstruct
 from sim.validate.compare import LOAD_KEYS, METRICS, compare, load_levels, per_request_error_pct
 from sim.validate.deployment import check_fit_supported, resolve, safe_name

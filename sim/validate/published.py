@@ -36,7 +36,7 @@ from inferplan.errors import InputError, exit_on_input_error
 from scenarios.workload import Workload
 from sim.compose import compose_config
 from sim.config import load_run_config
-from sim.core.run import simulate
+from sim.simulate import simulate
 from sim.validate.deployment import derived_model_yaml, model_for_id
 
 REPO = Path(__file__).resolve().parents[2]

@@ -14,7 +14,8 @@ import numpy as np
 
 from scenarios.workload import Workload
 from sim.config import RunConfig
-from sim.core.run import SimResult, simulate
+from sim.results.result import SimResult
+from sim.simulate import simulate
 from sim.validate.arrivals import client_send_times
 from sim.validate.measured import MeasuredRun
 

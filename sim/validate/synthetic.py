@@ -19,7 +19,7 @@ import numpy as np
 from scenarios.workload import Workload
 from sim.compose import compose_config
 from sim.config import RunConfig, load_run_config
-from sim.core.run import simulate
+from sim.simulate import simulate
 from sim.validate.replay import ResidualParams
 
 SAMPLES_DIR = Path(__file__).resolve().parent / "samples"

@@ -25,7 +25,7 @@ import pytest
 
 from sim.config import SloConfig
 from sim.results.schema import SCHEMA_VERSION
-from sim.core.run import nan_to_none
+from sim.results.result import nan_to_none
 from sim.review.diagnosis import diagnose
 from sim.review.evidence import PoolFacts, RunEvidence
 from sim.review.verdict import verdicts
@@ -43,8 +43,10 @@ def _pct(x: np.ndarray, q: float) -> float:
 
 
 def make_run(path: Path, *, instances: int = 2, n: int = 2000, duration_s: float = 600.0, seed: int = 0,
-             scenario: str = "smoke", done: bool = True, pools: tuple[str, ...] = ("main",)) -> dict:
-    """Write a consistent run folder; more instances means lower latency and higher cost. Returns the summary."""
+             scenario: str = "smoke", done: bool = True, pools: tuple[str, ...] = ("main",),
+             autoscaler: str | None = None) -> dict:
+    """Write a consistent run folder; more instances means lower latency and higher cost. Returns the summary.
+    With `autoscaler`, each pool's config names it with limits `min_instances: 1`, `max_instances: 2 x instances`."""
     rng = np.random.default_rng(seed + 7 * instances)
     path.mkdir(parents=True, exist_ok=True)
     arrival = np.sort(rng.uniform(0, duration_s - 60.0, n))  # the last minute drains: few unfinished
@@ -132,7 +134,10 @@ def make_run(path: Path, *, instances: int = 2, n: int = 2000, duration_s: float
     (path / "summary.json").write_text(json.dumps(nan_to_none(summary), indent=2))
     hydra = path / ".hydra"
     hydra.mkdir(exist_ok=True)
-    pool_yaml = "".join(f"      {p}:\n        hardware: h100_sxm\n        instances: {instances}\n" for p in pools)
+    scaler = (f"        autoscaler: {autoscaler}\n        min_instances: 1\n        max_instances: {2 * instances}\n"
+              if autoscaler else "")
+    pool_yaml = "".join(f"      {p}:\n        hardware: h100_sxm\n        instances: {instances}\n{scaler}"
+                        for p in pools)
     (hydra / "config.yaml").write_text(
         f"scenario:\n  name: {scenario}\n  load_multiplier: 1.0\n  duration_s: {duration_s}\n  fleet:\n    pools:\n"
         f"{pool_yaml}router:\n  name: round_robin\nbatching:\n  name: continuous\nseed: {seed}\n")

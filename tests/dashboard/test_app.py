@@ -250,6 +250,32 @@ def test_whatif_runs_a_variant_and_compares_it_with_the_baseline(fresh_results, 
     assert open_run(call["run_dir"]).overrides == ("scenario=smoke", *call["overrides"])
 
 
+def test_whatif_changes_autoscaler_limits_and_overlays_tpot(fresh_results, app_env, monkeypatch, factory, tmp_path):
+    """A pool with an autoscaler shows its limits; changed limits become overrides; the overlay has TPOT P99."""
+    root = tmp_path / "scaled"
+    factory.make_run(root / "smoke" / "2026-01-01_00-00-00", instances=3, autoscaler="reactive")
+    app_env(fresh_results, roots=str(root))
+    calls = fake_sim(monkeypatch, factory)
+    at = open_page("whatif")
+    no_exception(at)
+    assert at.number_input(key="whatif_min_instances_main").value == 1
+    assert at.number_input(key="whatif_max_instances_main").value == 6
+    at.number_input(key="whatif_min_instances_main").set_value(3)
+    at.number_input(key="whatif_max_instances_main").set_value(12)
+    at.form_submit_button[0].click().run()
+    no_exception(at)
+    [call] = calls
+    assert "scenario.fleet.pools.main.min_instances=3" in call["overrides"]
+    assert "scenario.fleet.pools.main.max_instances=12" in call["overrides"]
+    import pyarrow as pa
+
+    [chart] = at.get("vega_lite_chart")
+    series = set()
+    for ds in chart.proto.datasets:  # the chart's data, as Arrow IPC
+        series |= set(pa.ipc.open_stream(ds.data.data).read_all().column("series").to_pylist())
+    assert {"TTFT P99 (s)", "TPOT P99 (s)", "Active instances"} <= series
+
+
 def test_whatif_reports_a_failed_simulation_without_a_traceback(fresh_results, app_env, monkeypatch, factory):
     app_env(fresh_results)
     fake_sim(monkeypatch, factory, fail=RuntimeError("event queue empty"))

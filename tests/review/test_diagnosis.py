@@ -5,7 +5,7 @@ import pytest
 from sim.config import SloConfig
 from sim.review.diagnosis import diagnose
 from sim.review.evidence import PoolFacts, RunEvidence
-from sim.review.text import finding_lines, wrap
+from sim.results.text import finding_lines, wrap
 from sim.review.verdict import verdicts
 
 SLO = SloConfig(ttft_p99_s=1.0, tpot_p99_s=0.05, served_fraction=0.9)

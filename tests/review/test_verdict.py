@@ -62,7 +62,7 @@ def test_no_completed_request_is_no_data_never_a_pass_and_unplaced_rejects_count
 
 def test_the_run_wide_rows_agree_with_the_summary_verdicts():
     from tests.sim.helpers import poisson_workload, run_config
-    from sim.core.run import simulate
+    from sim.simulate import simulate
 
     run = run_config("scenario.slo.tpot_p99_s=0.005")
     s = simulate(run, poisson_workload(300, 20.0, 1)).summary

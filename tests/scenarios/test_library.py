@@ -21,7 +21,7 @@ from scenarios.loaders.servegen import load_servegen_pool
 from sim.api import scenario_workload
 from sim.compose import compose_config
 from sim.config import load_run_config
-from sim.core.run import simulate
+from sim.simulate import simulate
 
 # Per scenario: Hydra overrides that shrink it to a few hundred to a few thousand requests.
 REDUCED = {

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 
 from scenarios.workload import Workload
-from sim.core.run import simulate
+from sim.simulate import simulate
 
 from tests.sim.helpers import run_config
 

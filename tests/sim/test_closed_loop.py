@@ -6,7 +6,7 @@ import pytest
 
 from inferplan.errors import InputError
 from sim.api import scenario_workload
-from sim.core.run import simulate
+from sim.simulate import simulate
 
 from tests.sim.helpers import run_config
 

@@ -26,7 +26,7 @@ from scenarios.workload import Workload
 from sim.compose import compose_config
 from sim.config import load_run_config
 from sim.results.write import write_run
-from sim.core.run import simulate
+from sim.simulate import simulate
 
 rng = np.random.default_rng(5)
 n = 400

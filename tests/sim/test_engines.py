@@ -14,7 +14,7 @@ from sim.core.instance.engine import graph_sizes
 from sim.core.instance.kv_cache import BlockManager
 from sim.core.instance.request_state import SimRequest
 from sim.core.instance.batch import ScheduledBatch
-from sim.core.run import simulate
+from sim.simulate import simulate
 
 from tests.sim.helpers import run_config
 

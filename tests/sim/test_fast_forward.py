@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sim.core.run import simulate
+from sim.simulate import simulate
 
 from tests.sim.helpers import poisson_workload, run_config
 

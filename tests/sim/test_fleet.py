@@ -10,7 +10,7 @@ import pytest
 from scenarios.workload import Workload
 from sim.core.fleet.cold_start import CHUNKED_LOAD_BYTES_PER_S
 from sim.core.fleet.overload import BREAKER, FALLBACK, NORMAL, SCALE_UP, OverloadConfig, OverloadLadder
-from sim.core.run import simulate
+from sim.simulate import simulate
 
 from tests.sim.helpers import run_config
 

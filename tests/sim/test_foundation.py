@@ -9,7 +9,7 @@ import pytest
 from scenarios.workload import Workload
 from sim.core.cost.base import BatchShape
 from sim.results.write import write_run
-from sim.core.run import simulate
+from sim.simulate import simulate
 
 from tests.sim.helpers import poisson_workload, run_config
 

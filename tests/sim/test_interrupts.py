@@ -16,7 +16,7 @@ import pytest
 from inferplan.errors import InputError
 from scenarios.workload import Workload
 from sim.report import print_summary
-from sim.core.run import simulate
+from sim.simulate import simulate
 from tests.sim.helpers import poisson_workload, run_config
 
 SYNTH = ["cost=constant", "cost.step_time_s=0.01", "cost.per_token_s=0", "scenario.frontend_overhead_s=0"]

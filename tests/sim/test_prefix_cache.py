@@ -6,7 +6,7 @@ import pytest
 
 from scenarios.workload import Workload
 from sim.core.instance.kv_cache import BlockManager
-from sim.core.run import simulate
+from sim.simulate import simulate
 
 from tests.sim.helpers import run_config
 

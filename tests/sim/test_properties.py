@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from scenarios.workload import Workload
 from sim.core.instance.batching import POLICIES
 from sim.core.router import ROUTERS
-from sim.core.run import simulate
+from sim.simulate import simulate
 
 from tests.sim.helpers import run_config
 

@@ -15,7 +15,7 @@ import pytest
 
 from scenarios.rng import stream
 from scenarios.workload import Workload
-from sim.core.run import simulate
+from sim.simulate import simulate
 
 from tests.sim.helpers import run_config
 

@@ -14,7 +14,7 @@ from sim.core.instance.instance import Instance
 from sim.core.instance.kv_cache import BlockManager
 from sim.core.router import make_router
 from sim.core.router.base import least_loaded
-from sim.core.run import simulate
+from sim.simulate import simulate
 from tests.sim.helpers import run_config
 
 
