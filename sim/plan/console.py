@@ -3,18 +3,13 @@ closing report: the answer first (the chosen configuration with its margins and 
 next-cheaper one and why it fails), then every configuration by cost."""
 from __future__ import annotations
 
-import math
 import sys
-import textwrap
 
-from rich import box
 from rich.console import Console
-from rich.table import Table
 
 from sim.plan.slo import SloCheck
 from sim.results.text import wrap
-
-WIDTH = 80  # columns when stdout is not a terminal (files, CI logs); a terminal's own width otherwise
+from sim.terminal import compact_table, console as make_console, knob_header, served_percent
 
 
 class PlanProgress:
@@ -62,14 +57,6 @@ def _check_line(c: dict) -> str:
     return SloCheck(c["name"], c["class"], c["target"], c["achieved"], c["unit"], c["met"]).describe()
 
 
-def _header(key: str) -> str:
-    """A searched key as a header that may wrap between words: `scenario.pools.l40s_int4.min_instances` ->
-    `l40s_int4 min instances` (the pool kept, `_` in the knob's name read as spaces), so that several searched
-    keys still fit 80 columns without cutting a name."""
-    head, _, last = key.removeprefix("scenario.pools.").rpartition(".")
-    return f"{head} {last.replace('_', ' ')}".strip()
-
-
 def _check_phrases(c: dict) -> list[str]:
     """An SLO check as two phrases: the values, then the margin in parentheses."""
     line = _check_line(c)
@@ -79,8 +66,7 @@ def _check_phrases(c: dict) -> list[str]:
 
 def print_plan(plan: dict, plan_path, width: int | None = None) -> None:
     """The answer first, then every configuration by cost; lines break only between phrases."""
-    tty = sys.stdout.isatty()
-    console = Console(highlight=False, width=width or (None if tty else WIDTH))
+    console = make_console(width)
     cols = console.width
     varying = [d["key"] for d in plan["search"] if len(d["values"]) > 1]
     front = set(plan["frontier"]["ttft_p99_s"]) | set(plan["frontier"]["tpot_p99_s"])
@@ -89,21 +75,14 @@ def print_plan(plan: dict, plan_path, width: int | None = None) -> None:
     for c in plan["configurations"]:
         verdict = "invalid" if c["status"] != "completed" else ("met" if c["meets_slos"] else "missed")
         mark = "← chosen" if c["id"] == chosen else ("frontier" if c["id"] in front else "")
-        # Truncated, not rounded: 99.9995% served must not read as 100.
-        served = "-" if c["served_fraction"] is None else f"{math.floor(c['served_fraction'] * 1e5) / 1e3:.3f}"
+        served = served_percent(c["served_fraction"])
         rows.append([str(c["id"]), *(str(c["overrides"].get(k, "")) for k in varying),
                      _objective(c["objective"]), _ms(c["ttft_p99_s"]),
                      _ms(c["tpot_p99_s"]), served, verdict, mark])
-    heads = ["#", *(_header(k) for k in varying), plan["objective"], "TTFT P99 ms", "TPOT P99 ms", "served %", "SLOs", ""]
-    t = Table(title=f"inferplan plan · {plan['scenario']} · cheapest by {plan['objective']}", box=box.SIMPLE_HEAD,
-              show_edge=False, pad_edge=False, padding=(0, 0, 0, 1))
-    for i, head in enumerate(heads):
-        # A column is as wide as its widest value or header word; the header wraps between words within that.
-        width = max([len(w) for w in head.split()] + [len(r[i]) for r in rows] + [1])
-        t.add_column("\n".join(textwrap.wrap(head, width)) or "", justify="left" if i == len(heads) - 1 else "right",
-                     no_wrap=True)
-    for r in rows:
-        t.add_row(*r)
+    heads = ["#", *(knob_header(k) for k in varying), plan["objective"], "TTFT P99 ms", "TPOT P99 ms", "served %",
+             "SLOs", ""]
+    t = compact_table(f"inferplan plan · {plan['scenario']} · cheapest by {plan['objective']}", heads, rows,
+                      left=(len(heads) - 1,))
 
     def say(phrases: list[str], indent: str = "") -> None:
         for i, line in enumerate(wrap(phrases, cols - 2, indent, sep=" ")):

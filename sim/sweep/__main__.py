@@ -1,11 +1,14 @@
-"""`python -m sim.sweep <sweep folder>`: (re)write the folder's `sweep.parquet` from its job folders."""
+"""`python -m sim.sweep <sweep folder>`: (re)write the folder's `sweep.parquet` from its job folders and print the
+comparison table."""
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
 from inferplan.errors import InputError, exit_on_input_error
+from sim.sweep.callback import comparison_table
 from sim.sweep.table import rows_from_folder, write_sweep
+from sim.terminal import console
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -18,6 +21,7 @@ def main(argv: list[str] | None = None) -> None:
             raise InputError(args.folder, "folder", "holds no job folders (none has .hydra/overrides.yaml)",
                              "give the folder `python -m sim -m ...` printed")
         out = write_sweep(args.folder, rows)
+    console().print(comparison_table(args.folder, rows))
     print(f"sweep: {out} ({len(rows)} jobs, {sum(r['status'] == 'completed' for r in rows)} completed)")
 
 

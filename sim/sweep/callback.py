@@ -17,6 +17,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from sim.sweep.table import parse_overrides, rows_from_folder, write_sweep
+from sim.terminal import compact_table, console, knob_header, served_percent
 
 
 def _ms(x) -> str:
@@ -27,7 +28,6 @@ def comparison_table(sweep_dir: Path, rows: list[dict]):
     """A rich table of the jobs: the overrides that vary, cost, TTFT/TPOT P99, served fraction, SLO verdict;
     cheapest first among the completed ones (failed jobs last)."""
     import yaml
-    from rich.table import Table
 
     overrides = {}
     for r in rows:
@@ -38,25 +38,21 @@ def comparison_table(sweep_dir: Path, rows: list[dict]):
             overrides[r["job"]] = {}
     keys = list(dict.fromkeys(k for o in overrides.values() for k in o))
     varying = [k for k in keys if len({str(o.get(k)) for o in overrides.values()}) > 1]
-    t = Table(title=f"sweep · {len(rows)} jobs · cheapest first")
-    t.add_column("job", justify="right")
-    for k in varying:
-        t.add_column(k.removeprefix("scenario.pools."))
-    for head in ("usd", "ttft_p99_ms", "tpot_p99_ms", "served", "SLOs"):
-        t.add_column(head, justify="right")
+    heads = ["job", *(knob_header(k) for k in varying), "usd", "TTFT P99 ms", "TPOT P99 ms", "served %", "SLOs"]
 
     def order(r):
         usd = r.get("usd")
         return (r["status"] != "completed", usd if isinstance(usd, (int, float)) else float("inf"), r["job"])
+    out = []
     for r in sorted(rows, key=order):
         met = r.get("slo_met")
         verdict = r["status"] if r["status"] != "completed" else ("met" if met else "missed" if met is False
                                                                   else "no data")
-        served = r.get("served_fraction")
-        t.add_row(str(r["job"]), *(str(overrides[r["job"]].get(k, "")) for k in varying),
-                  "-" if r.get("usd") is None else f"{r['usd']:,.2f}", _ms(r.get("ttft_p99_s")),
-                  _ms(r.get("tpot_p99_s")), "-" if served is None else f"{served:.3%}", verdict)
-    return t
+        out.append([str(r["job"]), *(str(overrides[r["job"]].get(k, "")) for k in varying),
+                    "-" if r.get("usd") is None else f"{r['usd']:,.2f}", _ms(r.get("ttft_p99_s")),
+                    _ms(r.get("tpot_p99_s")), served_percent(r.get("served_fraction")), verdict])
+    return compact_table(f"sweep · {len(rows)} jobs · cheapest first", heads, out,
+                         left=tuple(range(1, 1 + len(varying))))
 
 
 class SweepParquetCallback(Callback):
@@ -68,9 +64,7 @@ class SweepParquetCallback(Callback):
         if not rows:
             return
         out = write_sweep(sweep_dir, rows)
-        from rich.console import Console
-
-        Console(highlight=False, width=120).print(comparison_table(sweep_dir, rows))
+        console().print(comparison_table(sweep_dir, rows))
         done = sum(r["status"] == "completed" for r in rows)
         print(f"sweep: {out} ({len(rows)} jobs, {done} completed)")
         failed = [r for r in rows if r["status"] != "completed"]

@@ -24,6 +24,11 @@ def test_a_multirun_writes_sweep_parquet(tmp_path):
     assert "Joblib.Parallel(n_jobs=2" in proc.stdout + proc.stderr          # local processes, not the basic launcher
     (sweep,) = (tmp_path / "multirun" / "smoke").iterdir()                  # the default multirun/<scenario>/<time>
     assert f"sweep: {sweep.relative_to(tmp_path) / 'sweep.parquet'} (2 jobs, 2 completed)" in proc.stdout
+    lines = proc.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if "sweep · 2 jobs · cheapest first" in line)
+    table = lines[start:next(i for i, line in enumerate(lines) if line.startswith("sweep: "))]
+    assert len(table) >= 6 and max(len(line) for line in table) <= 80 and "…" not in "".join(table)
+    assert any("continuous" in line and "met" in line for line in table)
     table = pq.read_table(sweep / "sweep.parquet")
     df = table.to_pandas().sort_values("job")
     assert df["job"].tolist() == [0, 1] and df["run_dir"].tolist() == ["0", "1"]
