@@ -65,6 +65,19 @@ def provenance_text(summary: dict) -> str:
 HOURS_PER_MONTH = 730.0  # 365 x 24 / 12
 
 
+def provenance_across(summaries: list[dict]) -> str:
+    """The cost-model provenance of several runs in one sentence: one kind for all, or the count of each kind."""
+    kinds = [(s.get("cost_model") or {}).get("kind", "unknown") for s in summaries]
+    if not kinds:
+        return "Cost model: unknown (no run summary could be read)."
+    if len(set(kinds)) == 1:
+        one = provenance_text(summaries[0]) if kinds[0] == "analytical" else f"Cost model: {kinds[0]}."
+        return one if len(kinds) == 1 else f"{len(kinds)} runs, all priced the same way. {one}"
+    counts = ", ".join(f"{k} {kinds.count(k)}" for k in sorted(set(kinds)))
+    return (f"Cost models differ across these runs ({counts}): a measured and an analytical price are not the "
+            "same evidence; see each run's page.")
+
+
 def monthly_text(summary: dict) -> str | None:
     """The run's bill at its simulated rate for a month (730 h). The projection assumes the window's traffic all
     month long, so a peak window overstates a month that is mostly off-peak."""

@@ -1,10 +1,11 @@
 """Compare page: runs or a sweep side by side, and the Pareto frontier of cost against P99 latency."""
 import streamlit as st
 
-from dashboard import charts, compare, htmlkit, report, ui
+from dashboard import charts, compare, htmlkit, report, review, ui
 from dashboard.calibration import flat_items
 from dashboard.data import read_plan
 from inferplan.errors import InputError
+from sim.results.read import try_summary
 
 st.title("Compare")
 found = ui.require_root()
@@ -40,6 +41,7 @@ try:
             st.info("Pick at least one run.")
             st.stop()
         df, notes = ui.runs_frame(chosen)
+        run_dirs = [f.path for f in chosen]
         title, source = "inferplan comparison", ", ".join(f.label for f in chosen)
     else:
         folder = ui.pick("Sweep or plan", sweeps, key="compare_sweep")
@@ -52,12 +54,14 @@ try:
                 st.info("This plan folder has no `sweep.parquet`, so there are no configurations to compare.")
                 st.stop()
         df, notes = ui.sweep_frame(folder.path)
+        run_dirs = [folder.path / str(d) for d in df["run_dir"]] if "run_dir" in df else []
 except InputError as err:
     ui.show_error(err)
     st.stop()
 
 for note in notes:
     st.warning(note, icon=":material/warning:")
+st.caption(review.provenance_across([s for s in map(try_summary, run_dirs) if s is not None]))
 if df.empty:
     st.info("None of the chosen runs could be read.")
     st.stop()

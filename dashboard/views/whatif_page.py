@@ -5,7 +5,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, figures, htmlkit, report, ui, whatif
+from dashboard import charts, figures, htmlkit, report, review, ui, whatif
 from dashboard.kpis import delta_rows
 from inferplan.errors import InputError
 
@@ -126,6 +126,7 @@ except InputError as err:
 
 st.subheader("What-if against baseline")
 st.caption(f"Run folder `{variant.path}` · overrides: `{' '.join(result['overrides']) or '(none)'}`")
+st.caption(review.provenance_text(variant.summary))
 ui.kpi_row(variant.summary, base=base.summary)
 st.dataframe(ui.verdict_colours(pd.DataFrame(delta_rows(base.summary, variant.summary)), "SLO"), hide_index=True)
 long = figures.overlay_frame(frames)

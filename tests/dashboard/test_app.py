@@ -118,6 +118,8 @@ def test_compare_runs_highlights_the_cheapest_run_meeting_the_slo(results, app_e
     assert "Cheapest configuration meeting the SLO" in success and cheapest.name in success
     assert len(at.dataframe[0].value) == len(readable)
     assert len(at.get("vega_lite_chart")) == 2  # Pareto and the side-by-side bars
+    assert any(f"{len(chosen)} runs, all priced the same way. Cost model: analytical. No number here was measured"
+               in c for c in texts(at, "caption")), texts(at, "caption")  # (the corrupt run's summary reads)
 
 
 def test_compare_sweep_reads_verdicts_from_the_jobs(results, app_env):
@@ -132,6 +134,7 @@ def test_compare_sweep_reads_verdicts_from_the_jobs(results, app_env):
     assert verdicts == [False, True, True, True]  # the fixture's 1-instance job misses; the test needs both kinds
     assert list(table["meets SLO"]) == ["no", "yes", "yes", "yes"]
     assert "scenario.fleet.pools.main.instances=2" in texts(at, "success")[0]
+    assert any("4 runs, all priced the same way. Cost model: analytical." in c for c in texts(at, "caption"))
 
 
 def test_compare_plan_shows_the_plan_and_its_configurations(results, app_env):
@@ -238,6 +241,7 @@ def test_whatif_runs_a_variant_and_compares_it_with_the_baseline(fresh_results, 
                                  "router=least_outstanding", "scenario.duration_s=300"]
     assert call["run_dir"].parent == fresh_results["runs"] / "whatif" / "smoke"
     assert "What-if against baseline" in texts(at, "subheader")
+    assert any(c.startswith("Cost model: analytical. No number here was measured on a GPU") for c in texts(at, "caption"))
     metrics = {m.label: m for m in at.metric}
     assert metrics["Total cost"].delta.startswith("+")  # 4 instances instead of 3 cost more
     delta_table = at.dataframe[0].value
