@@ -21,6 +21,7 @@ from dashboard.calibration import flat_items
 from dashboard.data import RunData, open_run, read_plan
 from dashboard.kpis import kpis, overall_verdict, slo_rows
 from inferplan.errors import InputError, exit_on_input_error
+from sim.results.read import try_summary
 from sim.results.schema import RUN_FILES
 
 
@@ -139,11 +140,19 @@ def plan_answer_sections(plan: dict) -> list[str]:
     return body
 
 
+def runs_provenance(folder: Path | None, df: pd.DataFrame) -> str:
+    """The cost-model provenance of the runs behind a comparison's rows (`run_dir`, relative to `folder`)."""
+    dirs = [Path(folder or ".") / str(d) for d in df["run_dir"]] if "run_dir" in df else []
+    return review.provenance_across([s for s in map(try_summary, dirs) if s is not None])
+
+
 def comparison_sections(df: pd.DataFrame, title: str, source: str, notes: list[str],
-                        cost: str = "usd_per_million_output_tokens", latency: str = "ttft_p99_s") -> list[str]:
-    """The body of a comparison (a sweep, a plan's sweep, or runs chosen in the app)."""
+                        cost: str = "usd_per_million_output_tokens", latency: str = "ttft_p99_s",
+                        folder: Path | None = None) -> list[str]:
+    """The body of a comparison (a sweep, a plan's sweep, or runs chosen in the app); `folder` is where the rows'
+    `run_dir`s are (None: they are absolute)."""
     body = [f"<h1>{hk.esc(title)}</h1>", f'<p class="sub">{hk.esc(source)} · {len(df)} configurations · '
-            f"written {_stamp()}</p>"]
+            f"written {_stamp()}</p>", f'<p class="note">{hk.esc(runs_provenance(folder, df))}</p>']
     if df.empty:
         return body + ['<p class="note">Nothing to compare.</p>'] + [f"<p>{hk.esc(n)}</p>" for n in notes]
     cost = cost if cost in df else next((c for c in compare.COSTS if c in df), cost)
@@ -186,14 +195,15 @@ def build(folder: Path) -> str:
         body += plan_answer_sections(plan)
         if (folder / "sweep.parquet").is_file():
             df, notes = compare.sweep_frame(folder)
-            body += comparison_sections(df, "Configurations searched", str(folder), notes)[2:]
+            body += comparison_sections(df, "Configurations searched", str(folder), notes, folder=folder)[2:]
         body += ["<h2>plan.json</h2>", "<details><summary>every field</summary>", hk.pairs(flat_items(plan)),
                  "</details>"]
         return hk.page(f"inferplan plan: {folder.name}", body)
     if (folder / "sweep.parquet").is_file():
         df, notes = compare.sweep_frame(folder)
         return hk.page(f"inferplan sweep: {folder.name}",
-                       comparison_sections(df, f"inferplan sweep: {folder.name}", str(folder), notes))
+                       comparison_sections(df, f"inferplan sweep: {folder.name}", str(folder), notes,
+                                           folder=folder))
     if not any((folder / name).exists() for name in (*RUN_FILES, ".hydra")):
         raise InputError(folder, "folder", "is not a run, sweep or plan folder (no summary.json, sweep.parquet or "
                          "plan.json)", "give a folder written by `python -m sim` or `python -m sim.plan`")

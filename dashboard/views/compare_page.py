@@ -105,5 +105,6 @@ metrics = st.multiselect("Metrics to chart", shown, default=[m for m in ("ttft_p
 if metrics:
     st.altair_chart(charts.metric_bars(compare.bars_long(ann, metrics)))
 
-ui.report_button(lambda: htmlkit.page(title, report.comparison_sections(df, title, source, notes, cost, latency)),
+ui.report_button(lambda: htmlkit.page(title, report.comparison_sections(
+                     df, title, source, notes, cost, latency, folder=None if mode == "Runs" else folder.path)),
                  "inferplan-comparison.html", key="compare_report")

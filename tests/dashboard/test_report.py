@@ -58,6 +58,7 @@ def test_sweep_report_names_the_cheapest_configuration_meeting_the_slo(results, 
     assert "Cheapest configuration meeting the SLO: scenario.fleet.pools.main.instances=2" in html
     assert html.count('<td class="missed">no</td>') == 1 and html.count('<td class="met">yes</td>') == 3
     assert "Pareto frontier" in html
+    assert "4 runs, all priced the same way. Cost model: analytical. No number here was measured on a GPU" in html
 
 
 def test_plan_report_shows_the_plan_and_its_configurations(results, tmp_path):
@@ -66,6 +67,7 @@ def test_plan_report_shows_the_plan_and_its_configurations(results, tmp_path):
     html = out.read_text()
     assert "inferplan plan" in html and "chosen.scenario.fleet.pools.main.instances" in html
     assert "Cheapest configuration meeting the SLO" in html
+    assert "all priced the same way. Cost model: analytical." in html
 
 
 def test_cli_writes_report_html_into_the_folder_by_default(fresh_results):
