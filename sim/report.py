@@ -12,8 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sim.results.text import SLO_LABEL, finding_lines, mark, target, wrap
-
-WIDTH = 80
+from sim.terminal import WIDTH
 
 
 def _ms(x) -> str:
