@@ -127,12 +127,11 @@ class Cluster:
         self._dispatch_held(pool, now)
 
     def _handoff(self, req: SimRequest, prefill: Pool):
-        assert prefill.cfg.decode_pool is not None
-        decode = self.pools[prefill.cfg.decode_pool]
+        decode = self.pools[req.next_pool]
         self.in_transit[req.request_id] = req
         yield self.env.timeout(kv_handoff_s(prefill.pricing, decode.pricing, req.num_computed_tokens))
         del self.in_transit[req.request_id]
-        req.prefill_pool, req.handoff = prefill.name, False
+        req.prefill_pool, req.next_pool = prefill.name, ""  # (decodes where it lands)
         self._dispatch(req, decode, self.env.now)
 
     def _dispatch(self, req: SimRequest, pool: Pool, now: float, from_queue: bool = False) -> bool:
@@ -168,17 +167,17 @@ class Cluster:
             name = self.placement.choose(class_name, self.pools, self.monitors, now)
         pool = self.pools[name]
         self.monitors[name].arrivals.add(now, 1.0)
-        limit = pool.max_request_tokens
-        if pool.cfg.role == "prefill":
-            assert pool.cfg.decode_pool is not None  # (config validation: a prefill pool names its decode pool)
-            limit = min(limit, self.pools[pool.cfg.decode_pool].max_request_tokens)
+        limit, onward = pool.max_request_tokens, pool.hands_off_to
+        if onward:
+            limit = min(limit, self.pools[onward].max_request_tokens)
         if req.total_tokens > limit:
             return self._reject(req, "too_long")
         if oc.max_queue_per_instance is not None:
             queued = len(pool.held) + sum(len(i.policy.waiting) for i in pool.active)
             if queued >= oc.max_queue_per_instance * max(1, len(pool.active)):
                 return self._reject(req, "queue_full")
-        req.handoff = pool.cfg.role == "prefill" and req.output_tokens > 1
+        if onward and req.output_tokens > 1:  # the route decides the hand-off (SimRequest.handoff reads it)
+            req.next_pool = onward
         self._dispatch(req, pool, now)
 
     def _release(self, i: int, at_s: float) -> None:

@@ -33,6 +33,9 @@ class Pool:
         p = setup.pool
         self.env, self.name, self.cfg, self.run = env, name, p, run
         self.hardware, self.model = setup.hardware, setup.model
+        # Where this pool's requests go after their first token: its decode pool for a prefill-role pool, else ""
+        # (the one place a pool's role becomes a route; the cluster puts it on each request it admits here).
+        self.hands_off_to: str = (p.decode_pool or "") if p.role == "prefill" else ""
         self.where = f"scenario/{run.scenario.name}: pools.{name}"
         self.engine = setup.engine
         self.batching_name, self.batching = setup.batching_name, setup.batching
