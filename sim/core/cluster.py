@@ -41,15 +41,15 @@ class Cluster:
         self.monitors = {name: PoolMonitor(scen.monitor_window_s) for name in self.pools}
         fleet = run.fleet  # validated at load (sim/resolve.py)
         self.max_outstanding = fleet.max_outstanding
-        self.routers = {name: make_router(run.router_name, fleet.router) for name in self.pools}
-        self.placement = PLACEMENTS[fleet.placement_name](**fleet.placement)
+        self.routers = {name: make_router(fleet.router.name, fleet.router.kwargs()) for name in self.pools}
+        self.placement = PLACEMENTS[fleet.placement.name](**fleet.placement.kwargs())
         self.overload = OverloadLadder(fleet.overload)
         oc = self.overload.cfg
         self.watched = oc.watch_pools or [n for n in self.pools if n != oc.fallback_pool]
         self.scalers = {}
         context = ScalerContext(arrival_times_s=workload.arrival_s)
-        for name, (sname, spec) in fleet.autoscalers.items():
-            self.scalers[name] = make_autoscaler(sname, dict(spec), context)
+        for name, spec in fleet.autoscalers.items():
+            self.scalers[name] = make_autoscaler(spec.name, spec.kwargs(), context)
         self.scale_log: list = []
         for name, scaler in self.scalers.items():
             if not isinstance(scaler, FixedScaler):
