@@ -30,6 +30,7 @@ from sim.core.fleet.autoscaler import ScalerContext, make_autoscaler
 from sim.core.fleet.cold_start import ColdStart
 from sim.core.fleet.overload import OverloadConfig
 from sim.core.fleet.placement import PLACEMENTS
+from sim.core.fleet.rolling_update import RollingPlan
 from sim.core.instance import engine as engine_presets
 from sim.core.instance.batching import make_policy
 from sim.core.instance.kv_cache import BlockManager
@@ -122,6 +123,7 @@ class FleetSetup:
     placement: Component
     overload: OverloadConfig
     autoscalers: dict[str, Component]
+    rolling_update: RollingPlan | None = None
 
 
 def _placement(run, where: str) -> Component:
@@ -159,4 +161,6 @@ def resolve_fleet(run) -> FleetSetup:
                 lambda: make_autoscaler(sname, dict(spec), ScalerContext()))
         scalers[name] = Component.of(sname, spec)
     return FleetSetup(Component.of(run.router_name, params), None if cap is None else int(cap),
-                      _placement(run, where), overload, scalers)
+                      _placement(run, where), overload, scalers,
+                      RollingPlan.parse(run.scenario.rolling_update, list(run.pools), where)
+                      if run.scenario.rolling_update else None)

@@ -31,7 +31,6 @@ class Cluster:
     def __init__(self, env: simpy.Environment, run: RunConfig, workload: Workload, recorder: RequestRecorder) -> None:
         self.env, self.run, self.workload, self.recorder = env, run, workload, recorder
         scen = run.scenario
-        where = f"scenario/{scen.name}"
         self.pools: dict[str, Pool] = {
             name: Pool(env, name, p, run, on_finish=self._on_leave, on_first_token=self._on_first_token,
                        hash_block_tokens=workload.hash_block_tokens)
@@ -56,8 +55,8 @@ class Cluster:
                 env.process(run_autoscaler(env, self.pools[name], self.monitors[name], scaler, self.scale_log))
         if oc.enabled:
             env.process(self._overload_loop())
-        if scen.rolling_update:
-            RollingUpdate(env, self.pools, scen.rolling_update, where).start()
+        if fleet.rolling_update is not None:
+            RollingUpdate(env, self.pools, fleet.rolling_update).start()
         self.in_transit: dict[int, SimRequest] = {}  # prefill -> decode KV transfers under way
         self.finished = 0  # completed or rejected
         self.all_done = env.event()

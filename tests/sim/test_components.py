@@ -32,7 +32,9 @@ def test_the_resolved_setup_holds_typed_components():
     assert setup.engine == Component("generic")
     assert setup.cold_start == ColdStart(warmup_s=7.5)
     assert fleet.router.name == "least_outstanding" and fleet.placement.name == "static"
-    assert fleet.autoscalers["main"].name == run.autoscaler_name
+    assert fleet.autoscalers["main"].name == run.autoscaler_name and fleet.rolling_update is None
+    planned = run_config(*SYNTH, "+scenario.rolling_update={at_s: 5, wave_size: 2}").fleet.rolling_update
+    assert (planned.at_s, planned.wave_size, planned.pools) == (5.0, 2, ("main",))
 
 
 @pytest.mark.parametrize("override, where, field", [
@@ -40,6 +42,7 @@ def test_the_resolved_setup_holds_typed_components():
     ("batching.max_num_seqs=0", "conf/batching/continuous.yaml", "parameters"),
     ("+scenario.pools.main.cold_start.warmup=1", "scenario/smoke: pools.main", "cold_start"),
     ("+router.nonsense=1", "conf/router/least_outstanding.yaml", "parameters"),
+    ("+scenario.rolling_update={at_s: 5, waves: 2}", "scenario/smoke", "rolling_update.waves"),
 ])
 def test_bad_parameters_are_refused_at_load_in_one_form(override, where, field):
     with pytest.raises(InputError) as err:
