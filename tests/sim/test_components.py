@@ -48,3 +48,28 @@ def test_bad_parameters_are_refused_at_load_in_one_form(override, where, field):
     with pytest.raises(InputError) as err:
         run_config(*SYNTH, "batching=continuous", "router=least_outstanding", override)
     assert str(err.value).startswith(f"{where}: {field}")
+
+
+def test_nothing_reads_a_file_during_a_run(monkeypatch):
+    """Everything file-backed is resolved at load: building the cluster and running it open no file."""
+    import builtins
+    import pathlib
+
+    import yaml
+
+    from sim.core.run import simulate
+    from tests.sim.helpers import poisson_workload
+
+    run = run_config("engine=vllm_v1", "scenario.pools.main.instances=2",
+                     "+scenario.pools.main.deployment={pp: 1}", "+scenario.rolling_update={at_s: 1}")
+    workload = poisson_workload(60, 20.0, seed=6)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"a file was read during the run: {args[:1]!r}")
+
+    monkeypatch.setattr(yaml, "safe_load", refuse)
+    monkeypatch.setattr(pathlib.Path, "read_text", refuse)
+    monkeypatch.setattr(pathlib.Path, "open", refuse)
+    monkeypatch.setattr(builtins, "open", refuse)
+    res = simulate(run, workload)
+    assert (res.requests["status"] == "completed").all()
