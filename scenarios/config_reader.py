@@ -17,7 +17,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from inferplan.errors import InputError
+from inferplan.errors import InputError, unknown_key
 
 REQUIRED = object()  # sentinel: the key must be present
 
@@ -74,8 +74,7 @@ class ConfigReader:
         """Raise on keys that no accessor asked for, listing the valid keys."""
         unknown = [k for k in self.cfg if k not in self._asked]
         if unknown:
-            raise self.error(str(unknown[0]), "is not a known key",
-                             f"use one of: {', '.join(self._asked)}")
+            raise unknown_key(self.file, self.path(str(unknown[0])), self._asked)
 
     # -- typed accessors --------------------------------------------------------------------------------------
     def number(self, key: str, default: Any = REQUIRED, *, positive: bool = False, minimum: float | None = None,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from inferplan.errors import InputError
+from inferplan.errors import InputError, unknown_key
 
 
 @dataclass(frozen=True)
@@ -23,7 +23,7 @@ class RollingPlan:
     def parse(cfg: dict, pool_names: list[str], where: str) -> RollingPlan:
         unknown = set(cfg) - {"at_s", "wave_size", "pools"}
         if unknown:
-            raise InputError(where, f"rolling_update.{sorted(unknown)[0]}", "unknown key", "valid keys: at_s, wave_size, pools")
+            raise unknown_key(where, f"rolling_update.{sorted(unknown)[0]}", ("at_s", "wave_size", "pools"))
         plan = RollingPlan(float(cfg.get("at_s", 0.0)), int(cfg.get("wave_size", 1)),
                            tuple(cfg.get("pools") or pool_names))
         if plan.wave_size < 1 or any(p not in pool_names for p in plan.pools):
