@@ -90,7 +90,7 @@ def resolve_pool(name: str, p: PoolConfig, run) -> PoolSetup:
     token_budget = int(batching.get("token_budget", batching.get("max_batch_tokens", 8192)))
     if engine["name"] != "generic":
         token_budget = int(engine.get("max_num_batched_tokens") or max(model.max_context_tokens, 2048))
-    else:  # (an engine preset replaces the policy: its parameters are the preset's, checked above)
+    else:  # the batching policy runs (an engine preset would replace it; its keys are checked by `resolve`)
         checked(f"conf/batching/{batching_name}.yaml", "parameters", "remove or rename the key",
                 lambda: make_policy(batching_name, BlockManager(1, p.block_size_tokens), dict(batching)))
     cold_start = checked(where, "cold_start", "valid keys: " + ", ".join(ColdStart.__dataclass_fields__),
