@@ -13,6 +13,7 @@ import pandas as pd
 
 from dashboard import aggregate, charts
 from dashboard.data import RunData, read_table
+from sim.results.schema import REQUESTS, TIMESERIES
 
 QUEUE_COLUMNS = {"queued": "Queued", "running": "Running"}
 UTIL_COLUMNS = {"kv_utilization": "KV-cache utilisation", "busy_fraction": "Busy fraction"}
@@ -73,10 +74,10 @@ def run_frames(run: RunData) -> RunFrames:
         span = duration or float(np.nan_to_num(req["finish_s"].max(), nan=0.0))
         bucket = aggregate.nice_bucket_s(span, min_s=interval)
         frames.update(latency=aggregate.latency_over_time(req, bucket), latency_bucket_s=bucket,
-                      latency_source="requests.parquet")
+                      latency_source=REQUESTS)
     elif ts is not None:
         frames.update(latency=_latency_from_timeseries(ts), latency_bucket_s=aggregate.sample_interval_s(ts["t_s"]),
-                      latency_source="timeseries.parquet (P99 only)")
+                      latency_source=f"{TIMESERIES} (P99 only)")
     return RunFrames(**frames)
 
 

@@ -22,7 +22,7 @@ from dashboard.data import RunData, open_run, read_plan
 from dashboard.kpis import kpis, overall_verdict, slo_rows
 from inferplan.errors import InputError, exit_on_input_error
 from sim.results.read import try_summary
-from sim.results.schema import RUN_FILES
+from sim.results.schema import RUN_FILES, SUMMARY
 
 
 def _stamp() -> str:
@@ -205,7 +205,7 @@ def build(folder: Path) -> str:
                        comparison_sections(df, f"inferplan sweep: {folder.name}", str(folder), notes,
                                            folder=folder))
     if not any((folder / name).exists() for name in (*RUN_FILES, ".hydra")):
-        raise InputError(folder, "folder", "is not a run, sweep or plan folder (no summary.json, sweep.parquet or "
+        raise InputError(folder, "folder", f"is not a run, sweep or plan folder (no {SUMMARY}, sweep.parquet or "
                          "plan.json)", "give a folder written by `python -m sim` or `python -m sim.plan`")
     run = open_run(folder)
     return hk.page(f"inferplan review: {run.scenario}", run_sections(run))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from sim.results.schema import SUMMARY
 from sim.results.text import SLO_LABEL, evidence_phrases, headline, target, value
 
 STATUS = {"met": "met", "missed": "missed", "no_data": "no data"}
@@ -37,7 +38,7 @@ def diagnosis_note(summary: dict) -> str | None:
     if summary.get("diagnosis"):
         return None
     if "diagnosis" not in summary:
-        return "This run has no diagnosis (written before summary.json had one)."
+        return f"This run has no diagnosis (written before {SUMMARY} had one)."
     return "Nothing to diagnose: every SLO verdict is met or has no data."
 
 

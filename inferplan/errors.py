@@ -18,6 +18,12 @@ class InputError(Exception):
         super().__init__(f"{self.file}: {self.field}: {problem} (fix: {fix})")
 
 
+def unknown_key(file: str, field: str, valid) -> InputError:
+    """The one form every validator refuses a key it does not know in: `<file>: <field>: unknown key (fix: valid
+    keys: a, b, c)`."""
+    return InputError(file, field, "unknown key", f"valid keys: {', '.join(map(str, valid))}")
+
+
 @contextlib.contextmanager
 def exit_on_input_error(exit_code: int = 2) -> Iterator[None]:
     """Turn an `InputError` into a one-line message on stderr and a non-zero exit, without a traceback."""

@@ -1,4 +1,5 @@
-"""Typed, validated access to one block of a traffic config (a plain dict from a Hydra yaml).
+"""Typed, validated access to one block of a config (a plain dict from a Hydra yaml): the traffic configs and a
+pool's `deployment:` (sim/core/cost/deployment.py) read through it, so they refuse bad input in one form.
 
 A `ConfigReader` wraps one mapping and its dotted location (`traffic.parts[1].lengths`). Each accessor checks the
 type and range of one key and raises `InputError` naming the key and the fix; `finish()` then rejects any key that
@@ -16,7 +17,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from inferplan.errors import InputError
+from inferplan.errors import InputError, unknown_key
 
 REQUIRED = object()  # sentinel: the key must be present
 
@@ -73,13 +74,12 @@ class ConfigReader:
         """Raise on keys that no accessor asked for, listing the valid keys."""
         unknown = [k for k in self.cfg if k not in self._asked]
         if unknown:
-            raise self.error(str(unknown[0]), "is not a known key",
-                             f"use one of: {', '.join(self._asked)}")
+            raise unknown_key(self.file, self.path(str(unknown[0])), self._asked)
 
     # -- typed accessors --------------------------------------------------------------------------------------
     def number(self, key: str, default: Any = REQUIRED, *, positive: bool = False, minimum: float | None = None,
-               maximum: float | None = None) -> float:
-        """A finite float; `positive` means > 0, `minimum`/`maximum` are inclusive bounds."""
+               maximum: float | None = None, below: float | None = None) -> float:
+        """A finite float; `positive` means > 0, `minimum`/`maximum` are inclusive bounds, `below` exclusive."""
         value = self._get(key, default)
         if value is None:
             return None  # type: ignore[return-value]
@@ -92,7 +92,21 @@ class ConfigReader:
             raise self.error(key, f"must be >= {minimum:g}, got {value:g}", f"use a value >= {minimum:g}")
         if maximum is not None and value > maximum:
             raise self.error(key, f"must be <= {maximum:g}, got {value:g}", f"use a value <= {maximum:g}")
+        if below is not None and value >= below:
+            raise self.error(key, f"must be < {below:g}, got {value:g}", f"use a value < {below:g}")
         return value
+
+    def optional_number(self, key: str, *, minimum: float | None = None, maximum: float | None = None) -> float | None:
+        """`number` for a key whose absence means "not set" (None), typed so for compiled callers."""
+        if not self.has(key):
+            return None
+        return self.number(key, minimum=minimum, maximum=maximum)
+
+    def optional_integer(self, key: str, *, minimum: int | None = None) -> int | None:
+        """`integer` for a key whose absence means "not set" (None)."""
+        if not self.has(key):
+            return None
+        return self.integer(key, minimum=minimum)
 
     def integer(self, key: str, default: Any = REQUIRED, *, minimum: int | None = None) -> int:
         """An int (a float with an integral value is accepted); `minimum` is inclusive."""
@@ -124,7 +138,7 @@ class ConfigReader:
         return value
 
     def number_list(self, key: str, default: Any = REQUIRED, *, min_len: int = 1, minimum: float | None = None,
-                    positive: bool = False) -> list[float]:
+                    maximum: float | None = None, positive: bool = False) -> list[float]:
         """A list of finite floats with at least `min_len` entries."""
         value = self._get(key, default)
         if value is None:
@@ -140,6 +154,8 @@ class ConfigReader:
                 raise self.error(f"{key}[{i}]", f"must be > 0, got {x:g}", "use a positive value")
             if minimum is not None and x < minimum:
                 raise self.error(f"{key}[{i}]", f"must be >= {minimum:g}, got {x:g}", f"use a value >= {minimum:g}")
+            if maximum is not None and x > maximum:
+                raise self.error(f"{key}[{i}]", f"must be <= {maximum:g}, got {x:g}", f"use a value <= {maximum:g}")
             out.append(float(x))
         return out
 

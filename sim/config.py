@@ -11,7 +11,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from inferplan.errors import InputError
+from inferplan.errors import InputError, unknown_key
 from sim.core.instance.batching import POLICIES
 from sim.core.router import ROUTERS
 
@@ -26,7 +26,7 @@ def build(cls, data: dict | None, where: str):
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - set(fields))
     if unknown:
-        raise InputError(where, unknown[0], "unknown key", f"valid keys: {', '.join(fields)}")
+        raise unknown_key(where, unknown[0], fields)
     kwargs = {}
     for name, f in fields.items():
         if name not in data:

@@ -6,7 +6,10 @@ defaults of a pool's own policy from conf/batching), the parsed deployment (conf
 measured profile (calibrate/profiles) and the GPU generation's fitted efficiency forms (conf/cost/generations).
 Above the pools (`FleetSetup`): router parameters, placement and its routes, the overload ladder, each pool's
 autoscaler, each constructed once here to check it. Everything that can be refused is refused here, before a run
-starts, and nothing reads a file during one.
+starts, and nothing reads a file during one. What the core receives is typed: each registered extension (batching
+policy, engine preset, router, placement, autoscaler) as an `inferplan.component.Component` (name + frozen
+keyword parameters), the cold start as `ColdStart`, the overload ladder as `OverloadConfig`; every refusal goes
+through `checked` (one `InputError` form: file or scenario, field, reason, fix).
 """
 from __future__ import annotations
 
@@ -17,15 +20,20 @@ from typing import Any
 import yaml
 
 from calibrate.efficiency import Generation, hardware_generation, load_generation
+from inferplan.component import Component
 from inferplan.errors import InputError
 from inferplan.specs import CONF_DIR, HardwareSpec, ModelSpec, load_hardware, load_model
 from sim.config import CostConfig, PoolConfig
 from sim.core.cost.deployment import Deployment, parse_deployment
 from sim.core.cost.factory import PoolPricing, build_pool_pricing, resolve_profile
 from sim.core.fleet.autoscaler import ScalerContext, make_autoscaler
+from sim.core.fleet.cold_start import ColdStart
 from sim.core.fleet.overload import OverloadConfig
 from sim.core.fleet.placement import PLACEMENTS
+from sim.core.fleet.rolling_update import RollingPlan
 from sim.core.instance import engine as engine_presets
+from sim.core.instance.batching import make_policy
+from sim.core.instance.kv_cache import BlockManager
 from sim.core.router import make_router
 
 
@@ -36,10 +44,10 @@ class PoolSetup:
     pool: PoolConfig
     hardware: HardwareSpec
     model: ModelSpec
-    engine: dict                 # the engine preset ({"name": "generic"}: the batching group decides)
-    batching_name: str
-    batching: dict               # the policy's parameters
+    engine: Component            # the engine preset and its keys (`generic`: the batching group decides)
+    batching: Component          # the batching policy and its parameters (checked by building it once)
     token_budget: int            # tokens per iteration the memory plan reserves activations for
+    cold_start: ColdStart
     deployment: Deployment
     profile: Any                 # calibrate.profile.Profile, or None (analytical)
     generation: Generation | None
@@ -82,8 +90,23 @@ def resolve_pool(name: str, p: PoolConfig, run) -> PoolSetup:
     token_budget = int(batching.get("token_budget", batching.get("max_batch_tokens", 8192)))
     if engine["name"] != "generic":
         token_budget = int(engine.get("max_num_batched_tokens") or max(model.max_context_tokens, 2048))
+    else:  # the batching policy runs (an engine preset would replace it; its keys are checked by `resolve`)
+        checked(f"conf/batching/{batching_name}.yaml", "parameters", "remove or rename the key",
+                lambda: make_policy(batching_name, BlockManager(1, p.block_size_tokens), dict(batching)))
+    cold_start = checked(where, "cold_start", "valid keys: " + ", ".join(ColdStart.__dataclass_fields__),
+                         lambda: ColdStart(**(p.cold_start or {})))
     dep, profile, generation = pricing_inputs(p, hardware, run.cost, where)
-    return PoolSetup(p, hardware, model, engine, batching_name, batching, token_budget, dep, profile, generation)
+    return PoolSetup(p, hardware, model, Component.of(engine["name"], engine), Component.of(batching_name, batching),
+                     token_budget, cold_start, dep, profile, generation)
+
+
+def checked(where: str, field: str, fix: str, build):
+    """`build()`, its refusal (TypeError: unknown or missing key; ValueError: a value out of range; KeyError:
+    an unknown name) turned into the one `InputError` form: file or scenario, field, reason, fix."""
+    try:
+        return build()
+    except (KeyError, TypeError, ValueError) as err:
+        raise InputError(where, field, str(err).strip("'\""), fix) from None
 
 
 def resolve_pools(run) -> dict[str, PoolSetup]:
@@ -95,15 +118,15 @@ class FleetSetup:
     """What sits above the pools, resolved and checked at load: the router's parameters, the placement policy
     and its routes, the overload ladder, and each pool's autoscaler (name, parameters)."""
 
-    router: dict
+    router: Component
     max_outstanding: int | None
-    placement_name: str
-    placement: dict
+    placement: Component
     overload: OverloadConfig
-    autoscalers: dict[str, tuple[str, dict]]
+    autoscalers: dict[str, Component]
+    rolling_update: RollingPlan | None = None
 
 
-def _placement(run, where: str) -> tuple[str, dict]:
+def _placement(run, where: str) -> Component:
     cfg = dict(run.scenario.placement or {})
     name = str(cfg.pop("name", "static"))
     entry = [n for n, p in run.pools.items() if p.role != "decode"]
@@ -115,25 +138,18 @@ def _placement(run, where: str) -> tuple[str, dict]:
                              f"use pools among: {', '.join(entry)}")
     if name not in PLACEMENTS:
         raise InputError(where, "placement.name", f"unknown placement {name!r}", f"use one of: {', '.join(PLACEMENTS)}")
-    try:
-        PLACEMENTS[name](**cfg)
-    except TypeError as err:
-        raise InputError(where, "placement", f"{name}: {err}", "see sim/core/fleet/placement.py") from None
-    return name, cfg
+    checked(where, "placement", "see sim/core/fleet/placement.py", lambda: PLACEMENTS[name](**cfg))
+    return Component.of(name, cfg)
 
 
 def resolve_fleet(run) -> FleetSetup:
     where = f"scenario/{run.scenario.name}"
     params = dict(run.router)
     cap = params.pop("max_outstanding_per_instance", None)
-    try:
-        make_router(run.router_name, params)
-    except (TypeError, ValueError) as err:
-        raise InputError(f"conf/router/{run.router_name}.yaml", "parameters", str(err), "remove or rename the key") from None
-    try:
-        overload = OverloadConfig(**run.scenario.overload)
-    except TypeError as err:
-        raise InputError(where, "overload", str(err), f"valid keys: {', '.join(OverloadConfig.__dataclass_fields__)}") from None
+    checked(f"conf/router/{run.router_name}.yaml", "parameters", "remove or rename the key",
+            lambda: make_router(run.router_name, dict(params)))
+    overload = checked(where, "overload", f"valid keys: {', '.join(OverloadConfig.__dataclass_fields__)}",
+                       lambda: OverloadConfig(**run.scenario.overload))
     if overload.fallback_pool is not None and overload.fallback_pool not in run.pools:
         raise InputError(where, "overload.fallback_pool", f"unknown pool {overload.fallback_pool!r}",
                          f"use one of: {', '.join(run.pools)}")
@@ -141,11 +157,10 @@ def resolve_fleet(run) -> FleetSetup:
     for name, p in run.pools.items():
         spec = dict(p.autoscaler or {"name": run.autoscaler_name, **run.autoscaler})
         sname = str(spec.pop("name", run.autoscaler_name))
-        try:
-            make_autoscaler(sname, spec, ScalerContext())
-        except (KeyError, TypeError, ValueError) as err:
-            raise InputError(f"{where}: pools.{name}", "autoscaler", str(err).strip("'\""),
-                             "see conf/autoscaler/ for each policy's keys") from None
-        scalers[name] = (sname, spec)
-    placement_name, placement = _placement(run, where)
-    return FleetSetup(params, None if cap is None else int(cap), placement_name, placement, overload, scalers)
+        checked(f"{where}: pools.{name}", "autoscaler", "see conf/autoscaler/ for each policy's keys",
+                lambda: make_autoscaler(sname, dict(spec), ScalerContext()))
+        scalers[name] = Component.of(sname, spec)
+    return FleetSetup(Component.of(run.router_name, params), None if cap is None else int(cap),
+                      _placement(run, where), overload, scalers,
+                      RollingPlan.parse(run.scenario.rolling_update, list(run.pools), where)
+                      if run.scenario.rolling_update else None)

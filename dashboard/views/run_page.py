@@ -5,6 +5,7 @@ import streamlit as st
 from dashboard import figures, htmlkit, report, review, ui
 from dashboard.kpis import overall_verdict, slo_rows
 from inferplan.errors import InputError
+from sim.results.schema import SUMMARY
 
 st.title("Run")
 found = ui.require_root()
@@ -12,7 +13,7 @@ if found is None:
     st.stop()
 runs = sorted((f for f in found if f.kind == "run"), key=lambda f: not f.done)  # complete ones first, newest first
 if not runs:
-    st.info("No run folders here (a run folder holds `summary.json`); sweeps and plans are on the Compare page.")
+    st.info(f"No run folders here (a run folder holds `{SUMMARY}`); sweeps and plans are on the Compare page.")
     st.stop()
 
 wanted = st.query_params.get("run")  # `/run?run=<folder name>` opens that run (a link that can be shared)

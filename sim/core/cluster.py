@@ -31,7 +31,6 @@ class Cluster:
     def __init__(self, env: simpy.Environment, run: RunConfig, workload: Workload, recorder: RequestRecorder) -> None:
         self.env, self.run, self.workload, self.recorder = env, run, workload, recorder
         scen = run.scenario
-        where = f"scenario/{scen.name}"
         self.pools: dict[str, Pool] = {
             name: Pool(env, name, p, run, on_finish=self._on_leave, on_first_token=self._on_first_token,
                        hash_block_tokens=workload.hash_block_tokens)
@@ -41,23 +40,23 @@ class Cluster:
         self.monitors = {name: PoolMonitor(scen.monitor_window_s) for name in self.pools}
         fleet = run.fleet  # validated at load (sim/resolve.py)
         self.max_outstanding = fleet.max_outstanding
-        self.routers = {name: make_router(run.router_name, fleet.router) for name in self.pools}
-        self.placement = PLACEMENTS[fleet.placement_name](**fleet.placement)
+        self.routers = {name: make_router(fleet.router.name, fleet.router.kwargs()) for name in self.pools}
+        self.placement = PLACEMENTS[fleet.placement.name](**fleet.placement.kwargs())
         self.overload = OverloadLadder(fleet.overload)
         oc = self.overload.cfg
         self.watched = oc.watch_pools or [n for n in self.pools if n != oc.fallback_pool]
         self.scalers = {}
         context = ScalerContext(arrival_times_s=workload.arrival_s)
-        for name, (sname, spec) in fleet.autoscalers.items():
-            self.scalers[name] = make_autoscaler(sname, dict(spec), context)
+        for name, spec in fleet.autoscalers.items():
+            self.scalers[name] = make_autoscaler(spec.name, spec.kwargs(), context)
         self.scale_log: list = []
         for name, scaler in self.scalers.items():
             if not isinstance(scaler, FixedScaler):
                 env.process(run_autoscaler(env, self.pools[name], self.monitors[name], scaler, self.scale_log))
         if oc.enabled:
             env.process(self._overload_loop())
-        if scen.rolling_update:
-            RollingUpdate(env, self.pools, scen.rolling_update, where).start()
+        if fleet.rolling_update is not None:
+            RollingUpdate(env, self.pools, fleet.rolling_update).start()
         self.in_transit: dict[int, SimRequest] = {}  # prefill -> decode KV transfers under way
         self.finished = 0  # completed or rejected
         self.all_done = env.event()
@@ -127,12 +126,11 @@ class Cluster:
         self._dispatch_held(pool, now)
 
     def _handoff(self, req: SimRequest, prefill: Pool):
-        assert prefill.cfg.decode_pool is not None
-        decode = self.pools[prefill.cfg.decode_pool]
+        decode = self.pools[req.next_pool]
         self.in_transit[req.request_id] = req
         yield self.env.timeout(kv_handoff_s(prefill.pricing, decode.pricing, req.num_computed_tokens))
         del self.in_transit[req.request_id]
-        req.prefill_pool, req.handoff = prefill.name, False
+        req.prefill_pool, req.next_pool = prefill.name, ""  # (decodes where it lands)
         self._dispatch(req, decode, self.env.now)
 
     def _dispatch(self, req: SimRequest, pool: Pool, now: float, from_queue: bool = False) -> bool:
@@ -168,17 +166,17 @@ class Cluster:
             name = self.placement.choose(class_name, self.pools, self.monitors, now)
         pool = self.pools[name]
         self.monitors[name].arrivals.add(now, 1.0)
-        limit = pool.max_request_tokens
-        if pool.cfg.role == "prefill":
-            assert pool.cfg.decode_pool is not None  # (config validation: a prefill pool names its decode pool)
-            limit = min(limit, self.pools[pool.cfg.decode_pool].max_request_tokens)
+        limit, onward = pool.max_request_tokens, pool.hands_off_to
+        if onward:
+            limit = min(limit, self.pools[onward].max_request_tokens)
         if req.total_tokens > limit:
             return self._reject(req, "too_long")
         if oc.max_queue_per_instance is not None:
             queued = len(pool.held) + sum(len(i.policy.waiting) for i in pool.active)
             if queued >= oc.max_queue_per_instance * max(1, len(pool.active)):
                 return self._reject(req, "queue_full")
-        req.handoff = pool.cfg.role == "prefill" and req.output_tokens > 1
+        if onward and req.output_tokens > 1:  # the route decides the hand-off (SimRequest.handoff reads it)
+            req.next_pool = onward
         self._dispatch(req, pool, now)
 
     def _release(self, i: int, at_s: float) -> None:

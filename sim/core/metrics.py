@@ -12,6 +12,7 @@ from array import array
 import numpy as np
 
 from scenarios.workload import Workload
+from sim.core.fleet.billing import pool_usd
 from sim.core.fleet.pool import Pool
 from sim.core.instance.instance import Instance
 from sim.core.instance.request_state import SimRequest
@@ -134,7 +135,8 @@ class Sampler:
         self._pool_buf: list[float] = []
         self._pool_names = list(cluster.pools)
         self.last_t_s: float | None = None  # the time of the last sample
-        self.cost_usd = 0.0
+        self.cost_usd = 0.0                 # USD billed to the last sample (billing.pool_usd, summed over pools)
+        self.granularity_s: float = cluster.run.scenario.billing_granularity_s
         self._last_arrived = 0
         self._last_completed = 0
         self._pools: list[Pool] = list(cluster.pools.values())
@@ -188,6 +190,7 @@ class Sampler:
         busy_all = 0.0
         completed = 0
         n_serving = 0
+        cost_usd, granularity_s = 0.0, self.granularity_s
         for pool_index, pool in enumerate(self._pools):
             starting = warm = n_active = draining = stopped = 0
             q, r, u, c, busy = len(pool.held), 0, 0, 0, 0.0
@@ -215,7 +218,7 @@ class Sampler:
             live = len(pool.instances) - stopped
             busy_frac = (busy - self._last_busy[pool_index]) / (serving * dt) if serving else 0.0
             self._last_busy[pool_index] = busy
-            self.cost_usd += live * pool.usd_per_hour * dt / 3600.0
+            cost_usd += pool_usd(pool, t, granularity_s)  # (the bill to date: one rule, sim/core/fleet/billing.py)
             self._pool_buf.extend((t, pool_index, starting, warm, n_active, draining, q, r, u / c if c else 0.0,
                                    min(1.0, busy_frac)))
             queued, running, active, used, cap = queued + q, running + r, active + n_active, used + u, cap + c
@@ -225,8 +228,9 @@ class Sampler:
             if live > self.peak_instances[pool.name]:
                 self.peak_instances[pool.name] = live
         row = [t, cl.recorder.arrived - self._last_arrived, completed - self._last_completed, queued, running, active,
-               used / cap if cap else 0.0, min(1.0, busy_all / n_serving) if n_serving else 0.0, self.cost_usd,
+               used / cap if cap else 0.0, min(1.0, busy_all / n_serving) if n_serving else 0.0, cost_usd,
                cl.overload.level]
+        self.cost_usd = cost_usd
         self._ts_buf.extend(row)
         if len(self._ts_buf) >= ROWS_PER_BLOCK * len(TS_COLUMNS):
             self._flush()

@@ -106,7 +106,7 @@ def test_unknown_length_kind_lists_choices():
 
 
 def test_unknown_side_key():
-    with pytest.raises(InputError, match=r"traffic\.lengths\.output\.mean: is not a known key \(fix: use one of: "
+    with pytest.raises(InputError, match=r"traffic\.lengths\.output\.mean: unknown key \(fix: valid keys: "
                                          r"kind, mean_tokens, median_tokens, p99_tokens, sigma, max_tokens\)"):
         token_dist(ConfigReader({"kind": "lognormal", "mean": 3, "mean_tokens": 3, "sigma": 1},
                                 where="traffic.lengths.output"))

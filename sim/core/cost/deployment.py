@@ -3,21 +3,20 @@
 Read from the pool's free-form `deployment:` mapping. `preset: <name>` starts from `conf/deployment/<name>.yaml`;
 keys given inline override the preset's (nested mappings key by key). Tensor parallelism stays the pool's own
 `tp:` field. Every key, its unit and its default are documented in docs/cost-model.md ("Deployments"); an unknown
-key or a bad value is an `InputError` naming the pool, the key and the fix. Model-dependent checks (experts
-divisible over EP ranks, ...) happen in `sim.core.cost.layout`.
+key or a bad value is an `InputError` naming the pool, the key and the fix, read through the same
+`scenarios/config_reader.py` `ConfigReader` as the traffic configs (one message form). Parsed once at load
+(sim/resolve.py). Model-dependent checks (experts divisible over EP ranks, ...) happen in `sim.core.cost.layout`.
 """
 from __future__ import annotations
 
-import dataclasses
-import math
 from dataclasses import dataclass, field
-from typing import Any
 
 import yaml
 
 from calibrate.ops import DTYPES
 from inferplan.errors import InputError
 from inferplan.specs import CONF_DIR
+from scenarios.config_reader import ConfigReader
 
 PRESET_DIR = CONF_DIR / "deployment"
 WEIGHT_GROUPS: tuple[str, ...] = ("attention", "ffn", "shared_experts", "experts", "lm_head")
@@ -158,80 +157,16 @@ def _merge(base: dict, over: dict) -> dict:
     return out
 
 
-class _Reader:
-    """Typed access to one mapping of the deployment, reporting `where: deployment.<prefix><key>`."""
-
-    def __init__(self, data: Any, where: str, prefix: str, valid: tuple[str, ...]) -> None:
-        if data is None:
-            data = {}
-        if not isinstance(data, dict):
-            name = "deployment" + (f".{prefix.rstrip('.')}" if prefix else "")
-            raise InputError(where, name, f"must be a mapping, got {data!r}", "give key: value pairs")
-        unknown = sorted(set(map(str, data)) - set(valid))
-        if unknown:
-            raise InputError(where, f"deployment.{prefix}{unknown[0]}", "unknown key",
-                             f"valid keys: {', '.join(valid)}")
-        self.data, self.where, self.prefix = data, where, prefix
-
-    def _fail(self, key: str, problem: str, fix: str):
-        raise InputError(self.where, f"deployment.{self.prefix}{key}", problem, fix)
-
-    def integer(self, key: str, default: int, lo: int = 1) -> int:
-        v = self.opt_integer(key, default, lo)
-        assert v is not None
-        return v
-
-    def opt_integer(self, key: str, default: int | None, lo: int = 1) -> int | None:
-        v = self.data.get(key, default)
-        if v is None:
-            return None
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or float(v) != int(v) or int(v) < lo:
-            self._fail(key, f"must be an integer >= {lo}, got {v!r}", f"give an integer >= {lo}")
-        return int(v)
-
-    def number(self, key: str, default: float, lo: float, hi: float = math.inf, hi_open: bool = False) -> float:
-        v = self.opt_number(key, default, lo, hi, hi_open)
-        assert v is not None
-        return v
-
-    def opt_number(self, key: str, default: float | None, lo: float, hi: float = math.inf,
-                  hi_open: bool = False) -> float | None:
-        v = self.data.get(key, default)
-        if v is None:
-            return None
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (lo <= v and (v < hi if hi_open else v <= hi)):
-            self._fail(key, f"must be a number in [{lo}, {hi}{')' if hi_open else ']'}, got {v!r}", "fix the value")
-        return float(v)
-
-    def bool(self, key: str, default: bool) -> bool:
-        v = self.data.get(key, default)
-        if not isinstance(v, bool):
-            self._fail(key, f"must be true or false, got {v!r}", "give true or false")
-        return v
-
-    def choice(self, key: str, default: str, choices) -> str:
-        v = self.data.get(key, default)
-        if v not in choices:
-            self._fail(key, f"must be one of {', '.join(choices)}, got {v!r}", f"use one of: {', '.join(choices)}")
-        return str(v)
-
-    def floats(self, key: str, lo: float, hi: float) -> tuple[float, ...] | None:
-        v = self.data.get(key)
-        if v is None:
-            return None
-        if not isinstance(v, (list, tuple)) or not v or not all(
-                isinstance(x, (int, float)) and not isinstance(x, bool) and lo <= x <= hi for x in v):
-            self._fail(key, f"must be a non-empty list of numbers in [{lo}, {hi}], got {v!r}", "fix the list")
-        return tuple(float(x) for x in v)
-
-    def sub(self, key: str, valid: tuple[str, ...]) -> _Reader | None:
-        if key not in self.data or self.data[key] is None:
-            return None
-        return _Reader(self.data[key], self.where, f"{self.prefix}{key}.", valid)
+def _section(r: ConfigReader, key: str) -> ConfigReader:
+    """The reader of a nested section (an empty one when absent: every key then takes its default)."""
+    sub = r.nested(key, None)
+    return sub if sub is not None else ConfigReader({}, file=r.file, where=r.path(key))
 
 
-def _fields(cls) -> tuple[str, ...]:
-    return tuple(f.name for f in dataclasses.fields(cls))
+def _numbers(r: ConfigReader, key: str, minimum: float, maximum: float | None = None) -> tuple[float, ...] | None:
+    if not r.has(key):
+        return None
+    return tuple(r.number_list(key, minimum=minimum, maximum=maximum))
 
 
 def parse_deployment(raw: dict | None, *, tp: int, weights_dtype: str, where: str) -> Deployment:
@@ -244,50 +179,54 @@ def parse_deployment(raw: dict | None, *, tp: int, weights_dtype: str, where: st
     if "tp" in data:
         raise InputError(where, "deployment.tp", "tensor parallelism is the pool's own `tp:` field",
                          "move it to the pool (presets leave it out)")
-    top = ("dp", "ep", "pp", "pp_micro_batches", "pp_bubble", "weights", "experts", "communication", "mtp",
-           "sparse_attention", "host")
-    r = _Reader(data, where, "", top)
+    r = ConfigReader(data, file=where, where="deployment")
+    dp, ep, pp = r.integer("dp", 1, minimum=1), r.integer("ep", 1, minimum=1), r.integer("pp", 1, minimum=1)
+    pp_micro_batches, pp_bubble = r.optional_integer("pp_micro_batches", minimum=1), r.boolean("pp_bubble", False)
     dtypes = tuple(DTYPES)
-    w = r.sub("weights", WEIGHT_GROUPS)
     weights = {g: weights_dtype for g in WEIGHT_GROUPS} | {"lm_head": "bf16"}
-    if w is not None:
-        weights |= {g: w.choice(g, weights[g], dtypes) for g in WEIGHT_GROUPS}
-    e = r.sub("experts", _fields(ExpertOptions)) or _Reader({}, where, "experts.", _fields(ExpertOptions))
+    w = _section(r, "weights")
+    weights |= {g: w.string(g, weights[g], choices=dtypes) for g in WEIGHT_GROUPS}
+    e = _section(r, "experts")
     experts = ExpertOptions(
-        redundant=e.integer("redundant", 0, lo=0), imbalance=e.opt_number("imbalance", None, 1.0),
-        load_histogram=e.floats("load_histogram", 0.0, float("inf")), zipf_s=e.opt_number("zipf_s", None, 0.0),
-        statistical_imbalance=e.bool("statistical_imbalance", True),
-        cold_fraction=e.number("cold_fraction", 0.0, 0.0, 1.0, hi_open=True),
-        cold_traffic_share=e.opt_number("cold_traffic_share", None, 0.0, 1.0))
+        redundant=e.integer("redundant", 0, minimum=0), imbalance=e.optional_number("imbalance", minimum=1.0),
+        load_histogram=_numbers(e, "load_histogram", 0.0), zipf_s=e.optional_number("zipf_s", minimum=0.0),
+        statistical_imbalance=e.boolean("statistical_imbalance", True),
+        cold_fraction=e.number("cold_fraction", 0.0, minimum=0.0, below=1.0),
+        cold_traffic_share=e.optional_number("cold_traffic_share", minimum=0.0, maximum=1.0))
     if experts.load_histogram is not None and not sum(experts.load_histogram) > 0:
-        e._fail("load_histogram", "sums to 0", "give relative loads, at least one positive")
-    c = r.sub("communication", _fields(CommOptions)) or _Reader({}, where, "communication.", _fields(CommOptions))
-    comm = CommOptions(dispatch_dtype=c.choice("dispatch_dtype", "bf16", dtypes),
-                       combine_dtype=c.choice("combine_dtype", "bf16", dtypes),
-                       overlap=c.choice("overlap", "none", OVERLAPS), node_dedup=c.bool("node_dedup", False),
-                       ep_kernel_prefill=c.choice("ep_kernel_prefill", "generic", EP_KERNELS),
-                       ep_kernel_decode=c.choice("ep_kernel_decode", "generic", EP_KERNELS),
-                       comm_sms=c.integer("comm_sms", 0, lo=0))
+        raise e.error("load_histogram", "sums to 0", "give relative loads, at least one positive")
+    c = _section(r, "communication")
+    comm = CommOptions(dispatch_dtype=c.string("dispatch_dtype", "bf16", choices=dtypes),
+                       combine_dtype=c.string("combine_dtype", "bf16", choices=dtypes),
+                       overlap=c.string("overlap", "none", choices=OVERLAPS), node_dedup=c.boolean("node_dedup", False),
+                       ep_kernel_prefill=c.string("ep_kernel_prefill", "generic", choices=EP_KERNELS),
+                       ep_kernel_decode=c.string("ep_kernel_decode", "generic", choices=EP_KERNELS),
+                       comm_sms=c.integer("comm_sms", 0, minimum=0))
     mtp = None
-    if (m := r.sub("mtp", _fields(MtpOptions))) is not None:
-        n = m.integer("draft_tokens", 1)
-        acc = m.floats("acceptance", 0.0, 1.0)
+    if (m := r.nested("mtp", None)) is not None:
+        n = m.integer("draft_tokens", 1, minimum=1)
+        acc = _numbers(m, "acceptance", 0.0, 1.0)
         if acc is None or len(acc) != n:
-            m._fail("acceptance", f"needs {n} probabilities (one per draft token), got {acc!r}",
-                    "e.g. acceptance: [0.85] for one draft (DeepSeek-V3 report: 85-90%)")
-        assert acc is not None
+            raise m.error("acceptance", f"needs {n} probabilities (one per draft token), got {acc!r}",
+                          "e.g. acceptance: [0.85] for one draft (DeepSeek-V3 report: 85-90%)")
+        m.finish()
         mtp = MtpOptions(n, acc)
     sparse = None
-    if (s := r.sub("sparse_attention", _fields(SparseAttention))) is not None:
-        sparse = SparseAttention(top_k_tokens=s.integer("top_k_tokens", 2048), indexer_heads=s.integer("indexer_heads", 64),
-                                 indexer_head_dim=s.integer("indexer_head_dim", 128),
-                                 indexer_dtype=s.choice("indexer_dtype", "fp8_block", dtypes))
-    h = r.sub("host", _fields(HostOptions)) or _Reader({}, where, "host.", _fields(HostOptions))
-    host = HostOptions(cuda_graphs=h.bool("cuda_graphs", True),
-                       cuda_graph_max_tokens=h.integer("cuda_graph_max_tokens", 512),
-                       step_overhead_s=h.opt_number("step_overhead_s", None, 0.0),
-                       kernel_launch_host_s=h.opt_number("kernel_launch_host_s", None, 0.0))
-    return Deployment(tp=int(tp), dp=r.integer("dp", 1), ep=r.integer("ep", 1), pp=r.integer("pp", 1),
-                      pp_micro_batches=r.opt_integer("pp_micro_batches", None), pp_bubble=r.bool("pp_bubble", False),
-                      weights=weights, experts=experts, communication=comm,
-                      mtp=mtp, sparse_attention=sparse, host=host, preset=None if preset is None else str(preset))
+    if (sa := r.nested("sparse_attention", None)) is not None:
+        sparse = SparseAttention(top_k_tokens=sa.integer("top_k_tokens", 2048, minimum=1),
+                                 indexer_heads=sa.integer("indexer_heads", 64, minimum=1),
+                                 indexer_head_dim=sa.integer("indexer_head_dim", 128, minimum=1),
+                                 indexer_dtype=sa.string("indexer_dtype", "fp8_block", choices=dtypes))
+        sa.finish()
+    h = _section(r, "host")
+    host = HostOptions(cuda_graphs=h.boolean("cuda_graphs", True),
+                       cuda_graph_max_tokens=h.integer("cuda_graph_max_tokens", 512, minimum=1),
+                       step_overhead_s=h.optional_number("step_overhead_s", minimum=0.0),
+                       kernel_launch_host_s=h.optional_number("kernel_launch_host_s", minimum=0.0))
+    for section in (w, e, c, h):
+        section.finish()
+    dep = Deployment(tp=int(tp), dp=dp, ep=ep, pp=pp, pp_micro_batches=pp_micro_batches, pp_bubble=pp_bubble,
+                     weights=weights, experts=experts, communication=comm,
+                     mtp=mtp, sparse_attention=sparse, host=host, preset=None if preset is None else str(preset))
+    r.finish()
+    return dep

@@ -19,17 +19,30 @@ def instance_billed_s(started_s: float, stopped_s: float, end_s: float, granular
     return math.ceil(alive / granularity_s - 1e-9) * granularity_s if granularity_s > 0 else alive
 
 
+def pool_billed_s(pool, at_s: float, granularity_s: float) -> float:
+    """Instance-seconds billed for one pool's instances up to `at_s` (a live instance as if it stopped then)."""
+    billed = 0.0
+    for inst in pool.instances:
+        billed += instance_billed_s(inst.started_s, inst.stopped_s, at_s, granularity_s)
+    return billed
+
+
+def pool_usd(pool, at_s: float, granularity_s: float) -> float:
+    """The one dollar rule: USD billed for one pool up to `at_s`. The bill (`pool_bill`, at the run's end) and
+    the time series' `cost_usd` column (sim/core/metrics.py, at each sample) both read it."""
+    return pool_billed_s(pool, at_s, granularity_s) / 3600.0 * pool.usd_per_hour
+
+
 def pool_bill(pool, end_s: float, granularity_s: float) -> dict:
     """USD, device-hours, node-hours (device-hours over the hardware's devices per node), idle waste and energy of one pool's instances over the run."""
-    billed = alive = busy = 0.0
+    alive = busy = 0.0
     for inst in pool.instances:
         stop = inst.stopped_s if inst.stopped_s == inst.stopped_s else end_s
-        a = max(0.0, stop - inst.started_s)
-        alive += a
-        billed += instance_billed_s(inst.started_s, inst.stopped_s, end_s, granularity_s)
+        alive += max(0.0, stop - inst.started_s)
         busy += inst.busy_s
+    billed = pool_billed_s(pool, end_s, granularity_s)
     hw, dev = pool.hardware, pool.devices_per_instance
-    usd = billed / 3600.0 * pool.usd_per_hour
+    usd = pool_usd(pool, end_s, granularity_s)
     energy_kwh = dev * (hw.idle_power_w * alive + (hw.power_w - hw.idle_power_w) * busy) / 3.6e6
     device_h = dev * billed / 3600.0
     return {"usd": usd, "billed_instance_hours": billed / 3600.0, "device_hours": device_h,

@@ -33,9 +33,11 @@ class Pool:
         p = setup.pool
         self.env, self.name, self.cfg, self.run = env, name, p, run
         self.hardware, self.model = setup.hardware, setup.model
+        # Where this pool's requests go after their first token: its decode pool for a prefill-role pool, else ""
+        # (the one place a pool's role becomes a route; the cluster puts it on each request it admits here).
+        self.hands_off_to: str = (p.decode_pool or "") if p.role == "prefill" else ""
         self.where = f"scenario/{run.scenario.name}: pools.{name}"
-        self.engine = setup.engine
-        self.batching_name, self.batching = setup.batching_name, setup.batching
+        self.engine, self.batching = setup.engine, setup.batching  # (typed, checked at load)
         token_budget = setup.token_budget
         self.pricing = build_pool_pricing(self.model, self.hardware, p, run.cost, token_budget=token_budget,
                                           where=self.where, dep=setup.deployment, profile=setup.profile,
@@ -43,8 +45,8 @@ class Pool:
         self.memory, self.cost = self.pricing.memory, self.pricing.cost
         mem = self.memory
         # A decode-role pool receives prompts whose KV was computed elsewhere: it never schedules a prompt.
-        limit = policy_class(self.batching_name).whole_prompt_limit(self.batching)
-        if (self.engine["name"] == "generic" and p.role != "decode" and limit is not None
+        limit = policy_class(self.batching.name).whole_prompt_limit(self.batching.kwargs())
+        if (self.engine.name == "generic" and p.role != "decode" and limit is not None
                 and limit < min(self.model.max_context_tokens, mem.blocks_per_rank * mem.block_size_tokens)):
             raise InputError(self.where, "batching.token_budget", f"{limit} is below the model's context "
                              f"({self.model.max_context_tokens}): long prompts could never be scheduled whole",
@@ -55,11 +57,7 @@ class Pool:
         # Under attention DP a request's KV lives on one rank: the longest request is bounded by one rank's blocks.
         rank_tokens = mem.blocks_per_rank * mem.block_size_tokens
         self.max_request_tokens = min(self.model.max_context_tokens, rank_tokens)
-        try:
-            self.cold_start = ColdStart(**(p.cold_start or {}))
-        except TypeError as err:
-            raise InputError(self.where, "cold_start", str(err), "valid keys: provision_s, chunked_loading, "
-                             "load_bytes_per_s, warmup_s, warm_start_s") from None
+        self.cold_start: ColdStart = setup.cold_start
         self._on_finish, self._on_first_token = on_finish, on_first_token
         self._hash_block_tokens = hash_block_tokens
         self.instances: list[Instance] = []
@@ -80,16 +78,16 @@ class Pool:
                           tier2_capacity_bytes=p.kv_tier2_bytes,
                           tier2_bandwidth_bytes_per_s=p.kv_tier2_bandwidth_bytes_per_s or hw.host_link_bandwidth_bytes_per_s)
         policy: BatchingPolicy
-        try:
-            if self.engine["name"] != "generic":
-                params = engine_presets.policy_params(self.engine, self.model.max_context_tokens,
-                                                      mem.num_blocks * mem.block_size_tokens)
+        if self.engine.name == "generic":  # (its parameters were checked at load: sim/resolve.py)
+            policy = make_policy(self.batching.name, kv, self.batching.kwargs())
+        else:  # an engine preset's parameters resolve against this pool's KV capacity
+            params = engine_presets.policy_params({"name": self.engine.name, **self.engine.kwargs()},
+                                                  self.model.max_context_tokens, mem.num_blocks * mem.block_size_tokens)
+            try:
                 policy = EngineBatching(kv, **params)
-            else:
-                policy = make_policy(self.batching_name, kv, dict(self.batching))
-        except (TypeError, ValueError) as err:
-            raise InputError(f"conf/batching/{self.batching_name}.yaml", "parameters", str(err),
-                             "remove or rename the key") from None
+            except (TypeError, ValueError) as err:
+                raise InputError(f"conf/engine/{self.engine.name}.yaml", "parameters", str(err),
+                                 "fix the value or remove the key") from None
         index = len(self.instances)
         inst = Instance(self.env, self.name, index, policy, kv, self.cost, self._on_finish,
                         self.run.fast_forward, on_first_token=self._on_first_token, on_stopped=self._on_stopped,

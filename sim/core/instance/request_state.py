@@ -13,7 +13,7 @@ class SimRequest:
 
     __slots__ = ("request_id", "arrival_s", "prompt_tokens", "output_tokens", "request_class", "priority",
                  "prefix_hashes", "num_computed_tokens", "num_output_tokens", "cached_tokens", "first_token_s",
-                 "finish_s", "status", "reject_reason", "pool", "instance", "preemptions", "enqueued_s", "handoff",
+                 "finish_s", "status", "reject_reason", "pool", "instance", "preemptions", "enqueued_s", "next_pool",
                  "fallback", "prefill_pool", "delivered_tokens", "last_token_s", "itl_max_s")
 
     def __init__(self, request_id: int, arrival_s: float, prompt_tokens: int, output_tokens: int,
@@ -36,12 +36,18 @@ class SimRequest:
         self.instance = -1
         self.preemptions = 0
         self.enqueued_s = math.nan
-        self.handoff = False       # leave the instance after the first token (prefill pool of a P/D pair)
+        self.next_pool = ""        # its route onward: the decode pool it moves to after its first token ("" none)
         self.fallback = False      # served by the overload fallback pool
         self.prefill_pool = ""     # where its prefill ran, when disaggregated
         self.delivered_tokens = 0  # output tokens sent to the client so far (ITL: one gap per delivery)
         self.last_token_s = math.nan   # when the last delivery was sent
         self.itl_max_s = math.nan      # the longest gap between consecutive deliveries
+
+    @property
+    def handoff(self) -> bool:
+        """Whether the request leaves its instance after its first token (prefill pool of a P/D pair). Derived
+        from its route (`next_pool`), which only the cluster sets: the one owner of the hand-off."""
+        return self.next_pool != ""
 
     @property
     def total_tokens(self) -> int:

@@ -58,8 +58,8 @@ def _pools(run: RunConfig) -> tuple[Pool, Pool]:
 
 def prefill_capacity(pool: Pool, stats: RequestStats) -> tuple[float, float, float]:
     """(new tokens/s, input tokens/s incl. hits, mean step s) of one unit over the sample packed into full steps."""
-    budget = int(pool.batching.get("token_budget", 8192))
-    max_seqs = int(pool.batching.get("max_num_seqs", 1 << 30))
+    budget = int(pool.batching.param("token_budget", 8192))
+    max_seqs = int(pool.batching.param("max_num_seqs", 1 << 30))
     total_s = new_total = input_total = 0.0
     steps = 0
     chunks: list[tuple[int, int]] = []   # (q new tokens this step, c context before them)
@@ -95,7 +95,7 @@ def prefill_capacity(pool: Pool, stats: RequestStats) -> tuple[float, float, flo
 def decode_batch(pool: Pool, context_tokens: float, tpot_target_s: float) -> tuple[int, float, str]:
     """The largest decode batch within the TPOT target, the memory and `max_num_seqs`: (seqs, step s, limit)."""
     per_step = float(pool.cost.tokens_per_step)
-    max_seqs = int(pool.batching.get("max_num_seqs", 1 << 30))
+    max_seqs = int(pool.batching.param("max_num_seqs", 1 << 30))
     kv_seqs = int(pool.memory.num_blocks * pool.memory.block_size_tokens // max(1.0, context_tokens))
     cap, limit = (max_seqs, "max_num_seqs") if max_seqs <= kv_seqs else (kv_seqs, "kv_cache")
 
@@ -124,7 +124,7 @@ def unit_capacity(run: RunConfig, stats: RequestStats) -> UnitCapacity:
     node = float(prefill.hardware.devices_per_node)
     return UnitCapacity(
         prefill_new_tokens_per_s=new_s, prefill_input_tokens_per_s=input_s, prefill_step_s=step,
-        prefill_token_budget=int(prefill.batching.get("token_budget", 0)), decode_batch_seqs=batch,
+        prefill_token_budget=int(prefill.batching.param("token_budget", 0)), decode_batch_seqs=batch,
         decode_step_s=dstep, decode_tpot_s=dstep / per_step,
         decode_output_tokens_per_s=batch * per_step / dstep, decode_tokens_per_step=per_step,
         decode_batch_limit=limit, prefill_nodes_per_unit=prefill.devices_per_instance / node,
