@@ -83,7 +83,8 @@ class Pool:
         try:
             if self.engine["name"] != "generic":
                 params = engine_presets.policy_params(self.engine, self.model.max_context_tokens,
-                                                      mem.num_blocks * mem.block_size_tokens)
+                                                      mem.num_blocks * mem.block_size_tokens,
+                                                      hw.host_link_bandwidth_bytes_per_s, mem.devices)
                 policy = EngineBatching(kv, **params)
             else:
                 policy = make_policy(self.batching_name, kv, dict(self.batching))
