@@ -127,3 +127,21 @@ def test_itl_of_fast_forwarded_runs_equals_stepping():
         assert fast.summary["latency_s"]["itl"][k] == pytest.approx(slow.summary["latency_s"]["itl"][k], rel=1e-9)
     # Every gap is at most the longest, and the mean gap equals the mean decode step seen by the requests.
     assert fast.summary["latency_s"]["itl"]["p99"] <= np.nanmax(fast.requests["itl_max_s"]) * 1.02
+
+
+def test_swap_preemption_through_the_preset_keeps_tokens_and_completes():
+    # vLLM V0 with preemption_mode=swap on the KV-pressure case: victims keep their tokens (swapped over the
+    # h100_sxm host link into the preset's 4 GiB per GPU), so every request completes and is preempted without
+    # recompute; under recompute the same pressure re-prefills the victims. Both preempt.
+    wl = Workload.from_columns(np.zeros(12), np.full(12, 64), np.full(12, 64))
+    base = [*STEP, "engine=vllm_v0", "++scenario.pools.main.num_gpu_blocks_override=24"]
+    swap = simulate(run_config(*base, "++scenario.pools.main.engine={name: vllm_v0, block_size_tokens: 16, "
+                                      "preemption: swap, watermark_fraction: 0}"), wl)
+    rec = simulate(run_config(*base, "++scenario.pools.main.engine={name: vllm_v0, block_size_tokens: 16, "
+                                     "watermark_fraction: 0}"), wl)
+    assert (swap.requests["status"] == "completed").all() and (rec.requests["status"] == "completed").all()
+    assert int(np.sum(swap.requests["preemptions"])) > 0 and int(np.sum(rec.requests["preemptions"])) > 0
+    # The constant cost makes a re-prefill free (10 ms per iteration whatever it computes), while swap transfers
+    # are priced over the host link: the swap run is the longer one, by the transfers alone (ms, not iterations).
+    extra_s = swap.summary["simulated_duration_s"] - rec.summary["simulated_duration_s"]
+    assert 0.0 < extra_s < 0.01
