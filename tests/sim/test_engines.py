@@ -103,6 +103,8 @@ def test_engine_keys_are_checked():
         simulate(run_config(*STEP, "engine=vllm_v1", "+engine.no_such_key=1"), AB)
     with pytest.raises(InputError):
         simulate(run_config(*STEP, "+engine.max_num_seqs=3"), AB)   # generic has no settings
+    with pytest.raises(InputError, match="conf/engine/sglang.yaml: parameters: \"overlap\" 'some' is not one of"):
+        simulate(run_config(*STEP, "engine=sglang", "engine.overlap=some"), AB)
 
 
 def test_itl_counts_each_delivery_and_shows_multi_step_bursts():

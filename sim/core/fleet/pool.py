@@ -89,6 +89,9 @@ class Pool:
             else:
                 policy = make_policy(self.batching_name, kv, dict(self.batching))
         except (TypeError, ValueError) as err:
+            if self.engine["name"] != "generic":  # (an engine preset's key, or its override)
+                raise InputError(f"conf/engine/{self.engine['name']}.yaml", "parameters", str(err),
+                                 "fix the preset key or its engine.<key>= override") from None
             raise InputError(f"conf/batching/{self.batching_name}.yaml", "parameters", str(err),
                              "remove or rename the key") from None
         index = len(self.instances)
