@@ -63,7 +63,8 @@ def engine_preset(row: dict) -> str:
         major = tuple(int(x) for x in re.findall(r"\d+", version)[:2])
         return "vllm_v1" if major >= (0, 8) or "V1" in row.get("flags", "") else "vllm_v0"
     if engine == "sglang":
-        return "sglang"
+        major = tuple(int(x) for x in re.findall(r"\d+", version)[:2])
+        return "sglang_v04" if major >= (0, 4) else "sglang"  # (the overlap scheduler is on from 0.4.0)
     if engine.replace("-", "").replace(" ", "") in ("tensorrtllm", "trtllm"):
         return "trtllm"
     raise InputError(CSV_PATH, f"row {row['id']}: engine", f"no engine preset for {row['engine']!r}",

@@ -9,7 +9,8 @@ engine version and the source of each default):
   host_per_seq_s, overlap, swap_space_gib, gpu_memory_utilization (+ gpu_memory_utilization_by_tp),
   kv_free_memory_fraction, block_size_tokens.
 Rules for `null`: max_num_batched_tokens -> max(model context, 2048) (vLLM V0 without chunked prefill);
-max_num_seqs -> SGLang's max_running_requests rule over the pool's KV tokens; gpu_memory_utilization -> the
+max_num_seqs -> SGLang's max_running_requests rule over the pool's KV tokens (its request-pool cap
+`req_pool_cap`, default 5120 as in 0.3.0); gpu_memory_utilization -> the
 `_by_tp` entry for the largest tp <= the pool's, else the pool's own value.
 """
 from __future__ import annotations
@@ -24,6 +25,7 @@ CONF_DIR = SPEC_CONF_DIR / "engine"
 POLICY_KEYS = ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "iteration", "admission",
                "watermark_fraction", "preemption", "num_scheduler_steps", "stream_each_step", "cuda_graph_sizes",
                "new_token_ratio_init", "new_token_ratio_min", "new_token_ratio_decay", "host_per_seq_s", "overlap")
+RULE_KEYS = ("req_pool_cap",)  # (inputs of the `null` rules, not scheduler parameters)
 MEMORY_KEYS = ("gpu_memory_utilization", "gpu_memory_utilization_by_tp", "kv_free_memory_fraction",
                "block_size_tokens", "swap_space_gib")
 DOC_KEYS = ("name", "engine_version")
@@ -57,7 +59,7 @@ def _check(spec: dict, where: str) -> dict:
             raise InputError(where, f"engine.{extra[0]}", "the generic engine has no settings (the batching group "
                              "decides)", "choose a preset first: engine=vllm_v0|vllm_v1|sglang|trtllm")
         return {"name": "generic"}
-    unknown = sorted(set(spec) - set(POLICY_KEYS) - set(MEMORY_KEYS) - set(DOC_KEYS))
+    unknown = sorted(set(spec) - set(POLICY_KEYS) - set(MEMORY_KEYS) - set(RULE_KEYS) - set(DOC_KEYS))
     if unknown:
         raise InputError(where, f"engine.{unknown[0]}", "unknown engine key",
                          f"valid keys: {', '.join(POLICY_KEYS + MEMORY_KEYS)}")
@@ -96,7 +98,7 @@ def policy_params(spec: dict, max_context_tokens: int, kv_tokens: int, host_link
     if p.get("max_num_batched_tokens") is None:
         p["max_num_batched_tokens"] = max(max_context_tokens, 2048)
     if p.get("max_num_seqs") is None:
-        pool = min(max(int(kv_tokens / max_context_tokens * 512), 2048), 5120)
+        pool = min(max(int(kv_tokens / max_context_tokens * 512), 2048), int(spec.get("req_pool_cap") or 5120))
         p["max_num_seqs"] = max(1, min(kv_tokens // 2, pool - 1))
     p["cuda_graph_sizes"] = graph_sizes(p.get("cuda_graph_sizes"))
     return p
