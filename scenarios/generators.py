@@ -64,8 +64,8 @@ def closed_loop_traffic(r: ConfigReader, kind: str) -> Plan:
     """`clients` concurrent clients, each sending its next request when its previous one ends (completed or
     rejected), after `think_time_s` (default 0); `requests` in all; lengths from `lengths:`. The arrival times
     are made by the simulation (`sim/core/cluster.py` releases request i when a client frees and writes its arrival
-    time then): the workload holds 0 for every request until released. The run ends when all have ended, or at
-    `drain_timeout_s` after t=0 (the scenario's bound on a closed-loop run: set it above the expected duration)."""
+    time then): the workload holds 0 for every request until released. The run ends when all have ended, or
+    `drain_timeout_s` after the last request a client sent (`sim/core/run.py`)."""
     clients = r.integer("clients", minimum=1)
     n = r.integer("requests", minimum=1)
     think_s = r.number("think_time_s", 0.0, minimum=0.0)

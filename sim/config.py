@@ -72,6 +72,7 @@ class PoolConfig:
     kv_dtype: str = "bf16"
     usd_per_hour: float | None = None       # per instance; default: hardware price x tp
     gpu_memory_utilization: float = 0.9     # vLLM's default fraction of device memory it may use
+    kv_free_memory_fraction: float = 1.0    # share of what weights and activations leave that KV takes (TRT-LLM)
     block_size_tokens: int = 16             # vLLM's default KV block size on GPUs
     runtime_reserve_bytes: float = 1.5e9    # per device: CUDA context, NCCL buffers, CUDA graphs (assumption)
     batching: dict | None = None            # per-pool overrides of the batching group's parameters

@@ -83,7 +83,8 @@ def resolve_pool(name: str, p: PoolConfig, run) -> PoolSetup:
     engine = engine_presets.resolve(p.engine, run.engine, where)
     if engine["name"] != "generic":  # the engine's memory defaults replace the pool's
         util, block = engine_presets.memory_settings(engine, p.tp, p.gpu_memory_utilization, p.block_size_tokens)
-        p = dataclasses.replace(p, gpu_memory_utilization=util, block_size_tokens=block)
+        p = dataclasses.replace(p, gpu_memory_utilization=util, block_size_tokens=block,
+                                kv_free_memory_fraction=float(engine.get("kv_free_memory_fraction") or 1.0))
     batching_name = p.batching_policy or run.batching_name
     base = run.batching if batching_name == run.batching_name else _policy_defaults(batching_name)
     batching = {**base, **(p.batching or {})}

@@ -78,6 +78,7 @@ class Cluster:
         closed = workload.metadata.get("closed_loop")
         self._think_s = float(closed["think_time_s"]) if closed else -1.0
         self._released = min(int(closed["clients"]), self._n_requests) if closed else self._n_requests
+        self.last_send_s = 0.0  # when a closed-loop client last sent (the drain timeout counts from it)
         if closed:
             self.workload.arrival_s.setflags(write=True)
             self._due_s[self._released:] = float("inf")  # (not sent until a client frees)
@@ -182,6 +183,7 @@ class Cluster:
     def _release(self, i: int, at_s: float) -> None:
         """A closed-loop client sends request i at `at_s` (its arrival time is set now)."""
         self._released = i + 1
+        self.last_send_s = at_s
         self.workload.arrival_s[i] = at_s
         self._due_s[i] = at_s + self.run.scenario.frontend_overhead_s
         self._chunk_hi = 0  # (the cached chunk holds the old time)

@@ -84,7 +84,14 @@ def run_cluster(run: RunConfig, workload: Workload, progress=None) -> RunOutcome
     stop = StopFlag()
     if len(workload):
         with _rare_cycle_collection(), stop_requested() as stop:
-            _run_until(env, env.any_of([cluster.all_done, env.timeout(horizon_s)]), stop)
+            closed = workload.metadata.get("closed_loop")
+            if closed:  # the drain timeout counts from the last request a client sent, not from t = 0
+                deadline = env.event()
+                env.process(_drain_after_last_send(env, cluster, run.scenario.frontend_overhead_s
+                                                   + run.scenario.drain_timeout_s, deadline))
+            else:
+                deadline = env.timeout(horizon_s)
+            _run_until(env, env.any_of([cluster.all_done, deadline]), stop)
     end_s = env.now
     last_t = sampler.last_t_s if sampler.last_t_s is not None else 0.0
     if last_t < end_s or sampler.last_t_s is None:
@@ -100,6 +107,16 @@ def run_cluster(run: RunConfig, workload: Workload, progress=None) -> RunOutcome
     ts_columns, pool_columns = sampler.columns()
     return RunOutcome(cluster, cols, ts_columns, pool_columns, end_s, sampler.peak_instances, invariants,
                       interrupted_by=stop.signum)
+
+
+def _drain_after_last_send(env: simpy.Environment, cluster: Cluster, after_s: float, deadline: simpy.Event):
+    """Closed loop: trigger `deadline` once `after_s` have passed since the last send (each send moves it)."""
+    while True:
+        end_s = cluster.last_send_s + after_s
+        if env.now >= end_s:
+            deadline.succeed()
+            return
+        yield env.timeout(end_s - env.now)
 
 
 def _run_until(env: simpy.Environment, until: simpy.Event, stop: StopFlag) -> None:

@@ -115,6 +115,11 @@ def compare(measured: MeasuredRun, rep: Replay, mask: np.ndarray | None = None, 
     for m in METRICS:
         meas, sim = summary_stats(getattr(measured, m)[both]), summary_stats(getattr(rep, m)[both])
         metrics[m] = {s: versus(meas[s], sim[s]) for s in STATS}
+    if measured.itl_gaps_s is not None and measured.itl_gaps_s.size and rep.itl:
+        # ITL: the log's pooled gaps against the simulation's (every delivery gap of the run; a sketch, so pooled,
+        # not per request, and over all the run's requests rather than only those in `mask`).
+        meas = summary_stats(measured.itl_gaps_s)
+        metrics["itl_s"] = {s: versus(meas[s], float(rep.itl.get(s, math.nan))) for s in STATS}
     block["metrics"] = metrics
     if with_throughput:
         tm = throughput(measured.arrival_s[both], measured.e2e_s[both], measured.output_tokens[both])

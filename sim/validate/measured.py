@@ -7,6 +7,8 @@ Readers (`sim/validate/formats/`) convert each client's own units and definition
 * `e2e_s` — client send to the last token.
 * `tpot_s` — `(e2e_s - ttft_s) / (output_tokens - 1)`, the first token excluded (vLLM/SGLang "TPOT"); NaN for
   one-token outputs. A table that carries its own `tpot_s` keeps it.
+* `itl_gaps_s` — where the log has per-token times (vLLM/SGLang `itls`: the gap between consecutive streamed
+  chunks), every gap of the kept requests, pooled; None otherwise.
 """
 from __future__ import annotations
 
@@ -39,6 +41,7 @@ class MeasuredRun:
     aggregates: dict = field(default_factory=dict)  # the log's own run-level figures (duration_s, ...)
     skipped: dict = field(default_factory=dict)     # reason -> count of requests left out
     notes: tuple[str, ...] = ()                     # how the reader interpreted the file (quirks handled)
+    itl_gaps_s: np.ndarray | None = None            # [G] pooled inter-token gaps of the kept requests (s)
 
     def __len__(self) -> int:
         return int(self.index.shape[0])
@@ -55,7 +58,7 @@ def tpot_from(ttft_s: np.ndarray, e2e_s: np.ndarray, output_tokens: np.ndarray) 
 
 def finish(path: str, fmt: str, version: str, *, index, arrival_s, prompt, output, ttft, e2e, tpot=None,
            sent: int, ok, deployment: dict, client: dict, aggregates: dict, notes: list[str],
-           skipped: dict | None = None) -> MeasuredRun:
+           skipped: dict | None = None, itls: list | None = None) -> MeasuredRun:
     """Drop failed and unsimulatable requests, count them, derive TPOT, and check the result is non-empty."""
     skipped = dict(skipped or {})
     ok = np.asarray(ok, dtype=bool)
@@ -79,7 +82,12 @@ def finish(path: str, fmt: str, version: str, *, index, arrival_s, prompt, outpu
     if arrival_s is not None:
         arr = np.asarray(arrival_s, dtype=np.float64)
         arr = arr[keep] - arr[keep].min()
+    gaps = None
+    if itls is not None:
+        kept = [np.asarray(itls[i], dtype=np.float64) for i in np.flatnonzero(keep)]
+        gaps = np.concatenate(kept) if kept else np.zeros(0)
     return MeasuredRun(path=str(path), format=fmt, version=version, index=np.asarray(index, dtype=np.int64)[keep],
                        arrival_s=arr, prompt_tokens=prompt, output_tokens=output, ttft_s=ttft, tpot_s=tpot, e2e_s=e2e,
                        sent_requests=int(sent), arrival_source="log" if arr is not None else "none",
-                       deployment=deployment, client=client, aggregates=aggregates, skipped=skipped, notes=tuple(notes))
+                       deployment=deployment, client=client, aggregates=aggregates, skipped=skipped, notes=tuple(notes),
+                       itl_gaps_s=gaps)

@@ -12,6 +12,10 @@ the engine limits its source states. What a row does not state is an assumption,
   benchmark prints for 1,000 ShareGPT prompts in commonly posted runs; not verifiable here). Each ShareGPT row is
   also simulated with the prompt mean halved and doubled; the spread shows how much the assumption matters.
 * Arrivals: Poisson at the row's rate, seed 0 (the client's own draw is not published); `inf` = all at t=0.
+  A fixed-concurrency row (`max_concurrency` column, or `--max-concurrency N` in its flags or client note) runs
+  as N closed-loop clients (`traffic.kind: closed_loop`, no think time): each sends its next request when its
+  previous one ends, as the benchmark clients' semaphore does. With a finite rate too, the client also paces
+  sends by its Poisson schedule; the closed loop does not (said in the row's assumptions).
 * SGLang 0.3.0 limits: chunked prefill of 8,192 tokens, up to 2,048 running requests, 0.88 of memory
   (assumptions: that version's defaults as we read them for one A100-80GB; not stated by the source).
 * Engines: each row runs the `conf/engine` preset of its engine and version (`engine_preset`), with the flags it
@@ -59,7 +63,8 @@ def engine_preset(row: dict) -> str:
         major = tuple(int(x) for x in re.findall(r"\d+", version)[:2])
         return "vllm_v1" if major >= (0, 8) or "V1" in row.get("flags", "") else "vllm_v0"
     if engine == "sglang":
-        return "sglang"
+        major = tuple(int(x) for x in re.findall(r"\d+", version)[:2])
+        return "sglang_v04" if major >= (0, 4) else "sglang"  # (the overlap scheduler is on from 0.4.0)
     if engine.replace("-", "").replace(" ", "") in ("tensorrtllm", "trtllm"):
         return "trtllm"
     raise InputError(CSV_PATH, f"row {row['id']}: engine", f"no engine preset for {row['engine']!r}",
@@ -114,6 +119,7 @@ class Setup:
     output: np.ndarray
     arrival_s: np.ndarray
     basis: str                                  # system | per_request
+    clients: int | None = None                  # fixed concurrency: closed-loop clients (None: open loop)
     assumptions: list[str] = field(default_factory=list)
 
 
@@ -122,6 +128,21 @@ def _num(row: dict, key: str) -> float | None:
     if not v:
         return None
     return math.inf if v == "inf" else float(v)
+
+
+def concurrency(row: dict) -> int | None:
+    """The row's fixed client concurrency: its `max_concurrency` column, else `--max-concurrency N` in its flags or
+    notes (None: open loop)."""
+    v = _num(row, "max_concurrency")
+    if v is None:
+        found = re.search(r"--max-concurrency[ =](\d+)", f"{row.get('flags') or ''} {row.get('notes') or ''}")
+        v = float(found.group(1)) if found else None
+    if v is None or math.isinf(v):
+        return None
+    if v < 1 or v != int(v):
+        raise InputError(CSV_PATH, f"row {row['id']}: max_concurrency", f"{v:g} is not a whole number >= 1",
+                         "give the client's --max-concurrency")
+    return int(v)
 
 
 def _is_sharegpt(row: dict) -> bool:
@@ -173,19 +194,32 @@ def build_setup(row: dict, out_dir: Path, prompt_scale: float = 1.0) -> Setup:
         prompt = np.full(n, int(float(row["input_len"])), dtype=np.int64)
         output = np.full(n, int(float(row["output_len"])), dtype=np.int64)
     rate = _num(row, "request_rate")
-    if rate is None or math.isinf(rate):
+    clients = concurrency(row)
+    if clients is not None:
+        arrival = np.zeros(n)
+        notes.append(f"fixed concurrency: {clients} closed-loop clients, no think time"
+                     + (f" (the client's Poisson pacing at {rate:g} req/s is not modelled)"
+                        if rate is not None and not math.isinf(rate) else ""))
+    elif rate is None or math.isinf(rate):
         arrival = np.zeros(n)
     else:
         rng = np.random.default_rng(0)
         arrival = np.concatenate([[0.0], np.cumsum(rng.exponential(1.0 / rate, n - 1))])
         notes.append(f"Poisson arrivals at {rate:g} req/s, seed 0")
     basis = _notes(row).get("basis", "system")
-    return Setup(row, ov, prompt, output, arrival, basis, notes)
+    return Setup(row, ov, prompt, output, arrival, basis, clients=clients, assumptions=notes)
+
+
+def simulate_setup(setup: Setup):
+    """The row's simulation (a `SimResult`): open loop at its arrivals, or its closed-loop clients."""
+    run = load_run_config(compose_config(setup.overrides))
+    meta = {"closed_loop": {"clients": setup.clients, "think_time_s": 0.0}} if setup.clients is not None else None
+    return simulate(run, Workload.from_columns(setup.arrival_s, setup.prompt, setup.output, source="published",
+                                               metadata=meta))
 
 
 def simulated_figures(setup: Setup) -> dict[str, float]:
-    run = load_run_config(compose_config(setup.overrides))
-    res = simulate(run, Workload.from_columns(setup.arrival_s, setup.prompt, setup.output, source="published"))
+    res = simulate_setup(setup)
     c = res.requests
     done = c["status"] == "completed"
     span = float(np.max(c["finish_s"][done]) - np.min(c["arrival_s"][done])) if done.any() else math.nan

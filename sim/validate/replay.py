@@ -67,6 +67,7 @@ class Replay:
     running: np.ndarray       # [R] simulated running requests (fleet) at the end of that interval
     result: SimResult
     semaphore_rounds: int = 0
+    itl: dict = dataclasses.field(default_factory=dict)  # the run's ITL (summary.json latency_s.itl): p50..mean, s
 
     @property
     def completed(self) -> np.ndarray:
@@ -94,7 +95,7 @@ def _simulate(run: RunConfig, measured: MeasuredRun, send_s: np.ndarray) -> Repl
 
     return Replay(send_s=send_s, ttft_s=aligned("ttft_s"), tpot_s=aligned("tpot_s"), e2e_s=aligned("e2e_s"),
                   status=status, busy_fraction=busy[at][pos], running=running[at][pos].astype(np.float64),
-                  result=result)
+                  result=result, itl=dict(result.summary["latency_s"]["itl"]))
 
 
 def replay(run: RunConfig, measured: MeasuredRun, client_limit: int | None = None, max_rounds: int = 8) -> Replay:

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from sim.validate.compare import METRICS, STATS
 
-LABELS = {"ttft_s": "ttft_ms", "tpot_s": "tpot_ms", "e2e_s": "e2e_ms"}
+LABELS = {"ttft_s": "ttft_ms", "tpot_s": "tpot_ms", "e2e_s": "e2e_ms", "itl_s": "itl_ms"}
 DEPLOYMENT_KEYS = ("model", "hardware", "tp", "instances", "batching", "max_num_seqs", "token_budget", "max_model_len")
 
 
@@ -27,7 +27,9 @@ def error_table(block: dict, title: str) -> Table:
     for s in STATS:
         t.add_column(f"{s} measured / sim", justify="right")
         t.add_column("err", justify="right")
-    for m in METRICS:
+    for m in (*METRICS, "itl_s"):
+        if m not in block["metrics"]:
+            continue  # (ITL: only where the log has per-token times)
         row = [LABELS[m]]
         for s in STATS:
             v = block["metrics"][m][s]

@@ -44,3 +44,15 @@ def test_closed_loop_keys_are_checked():
     with pytest.raises(InputError):
         run_simulation(run_config(*STEP, "~scenario.traffic", "+scenario.traffic={kind: closed_loop, clients: 0, requests: 3, "
                                          "lengths: {kind: fixed, prompt_tokens: 10, output_tokens: 2}}"))
+
+
+def test_drain_timeout_counts_from_the_last_send_not_from_zero():
+    # One client, 3 requests of 20 ms each: sent at 0, .02, .04, all done at .06. A 30 ms drain timeout from t = 0
+    # would stop the run at .03; counted from the last send (.04) it ends at .07, after the last finish.
+    res = run_simulation(run_config(*STEP, *closed(1, 3), "scenario.drain_timeout_s=0.03"))
+    r = res.requests
+    assert (r["status"] == "completed").all() and np.allclose(r["finish_s"], [0.02, 0.04, 0.06])
+    # A 10 ms timeout still ends the run 10 ms after the last send: the first request (20 ms) is unfinished.
+    cut = run_simulation(run_config(*STEP, *closed(1, 3), "scenario.drain_timeout_s=0.01"))
+    assert list(cut.requests["status"]) == ["unfinished"]
+    assert cut.summary["simulated_duration_s"] == pytest.approx(0.01)

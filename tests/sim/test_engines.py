@@ -103,6 +103,8 @@ def test_engine_keys_are_checked():
         simulate(run_config(*STEP, "engine=vllm_v1", "+engine.no_such_key=1"), AB)
     with pytest.raises(InputError):
         simulate(run_config(*STEP, "+engine.max_num_seqs=3"), AB)   # generic has no settings
+    with pytest.raises(InputError, match="conf/engine/sglang.yaml: parameters: \"overlap\" 'some' is not one of"):
+        simulate(run_config(*STEP, "engine=sglang", "engine.overlap=some"), AB)
 
 
 def test_itl_counts_each_delivery_and_shows_multi_step_bursts():
@@ -127,3 +129,37 @@ def test_itl_of_fast_forwarded_runs_equals_stepping():
         assert fast.summary["latency_s"]["itl"][k] == pytest.approx(slow.summary["latency_s"]["itl"][k], rel=1e-9)
     # Every gap is at most the longest, and the mean gap equals the mean decode step seen by the requests.
     assert fast.summary["latency_s"]["itl"]["p99"] <= np.nanmax(fast.requests["itl_max_s"]) * 1.02
+
+
+def test_swap_preemption_through_the_preset_keeps_tokens_and_completes():
+    # vLLM V0 with preemption_mode=swap on the KV-pressure case: victims keep their tokens (swapped over the
+    # h100_sxm host link into the preset's 4 GiB per GPU), so every request completes and is preempted without
+    # recompute; under recompute the same pressure re-prefills the victims. Both preempt.
+    wl = Workload.from_columns(np.zeros(12), np.full(12, 64), np.full(12, 64))
+    base = [*STEP, "engine=vllm_v0", "++scenario.pools.main.num_gpu_blocks_override=24"]
+    swap = simulate(run_config(*base, "++scenario.pools.main.engine={name: vllm_v0, block_size_tokens: 16, "
+                                      "preemption: swap, watermark_fraction: 0}"), wl)
+    rec = simulate(run_config(*base, "++scenario.pools.main.engine={name: vllm_v0, block_size_tokens: 16, "
+                                     "watermark_fraction: 0}"), wl)
+    assert (swap.requests["status"] == "completed").all() and (rec.requests["status"] == "completed").all()
+    assert int(np.sum(swap.requests["preemptions"])) > 0 and int(np.sum(rec.requests["preemptions"])) > 0
+    # The constant cost makes a re-prefill free (10 ms per iteration whatever it computes), while swap transfers
+    # are priced over the host link: here the swap run is the longer one, by less than one iteration.
+    extra_s = swap.summary["simulated_duration_s"] - rec.summary["simulated_duration_s"]
+    assert 0.0 < extra_s < 0.01
+
+
+def test_sglang_v04_preset_overlaps_and_caps_its_request_pool():
+    from sim.core.instance.engine import policy_params, resolve
+    from sim.validate.published import engine_preset
+    v03, v04 = resolve("sglang", None, "t"), resolve("sglang_v04", None, "t")
+    assert v04["overlap"] == "all" and v03["overlap"] == "none"
+    # max_running_requests rule, 100,000 KV tokens, context 8,192: int(100000 / 8192 x 512) = 6,250 request slots,
+    # capped at 4,096 (0.4.0) or 5,120 (0.3.0); minus one, and under KV tokens // 2.
+    assert policy_params(v04, 8192, 100_000)["max_num_seqs"] == 4095
+    assert policy_params(v03, 8192, 100_000)["max_num_seqs"] == 5119
+    row = {"id": "T", "engine": "SGLang", "engine_version": "0.4.1", "flags": ""}
+    assert engine_preset(row) == "sglang_v04" and engine_preset({**row, "engine_version": "0.3.0"}) == "sglang"
+    # End to end on A/B (the constant cost is all host overhead, so overlap hides none of it here): completes.
+    a = simulate(run_config(*STEP, "engine=sglang_v04"), AB)
+    assert (a.requests["status"] == "completed").all()

@@ -77,7 +77,7 @@ def build_pool_pricing(model: ModelSpec, hw: HardwareSpec, p: PoolConfig, cost_c
     lay = build_layout(model, dep, where)
     mem = plan_memory(model, hw, dep, lay, kv_dtype=p.kv_dtype, block_size_tokens=p.block_size_tokens,
                       gpu_memory_utilization=p.gpu_memory_utilization, token_budget=token_budget,
-                      fixed_reserve_bytes=p.runtime_reserve_bytes)
+                      fixed_reserve_bytes=p.runtime_reserve_bytes, kv_free_fraction=p.kv_free_memory_fraction)
     if p.num_gpu_blocks_override is not None:
         blocks = int(p.num_gpu_blocks_override)
         mem = dataclasses.replace(mem, num_blocks=blocks,

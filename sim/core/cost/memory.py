@@ -1,7 +1,8 @@
 """Memory plan of one instance: weights and activation reserve per device, and the KV cache the rest holds.
 
 Every device of a stage holds the same pieces (`sim.core.cost.weights`), so the plan is computed per stage for one
-device: usable = memory x `gpu_memory_utilization`; free = usable - weights - activation reserve; KV blocks of one
+device: usable = memory x `gpu_memory_utilization`; free = (usable - weights - activation reserve) x `kv_free_fraction`
+(1; TensorRT-LLM 0.9); KV blocks of one
 DP rank = the smallest, over stages, of free / (KV bytes per token on that device x block size) (a token's KV
 lives on every stage, on the tp devices of one DP rank). The instance holds `dp` ranks' blocks; the simulator's
 block manager treats them as one pool (an approximation: fragmentation across ranks is ignored). All totals in
@@ -81,7 +82,9 @@ def _gb(x: float) -> str:
 
 def plan_memory(m: ModelSpec, hw: HardwareSpec, dep: Deployment, lay: Layout, *, kv_dtype: str,
                 block_size_tokens: int, gpu_memory_utilization: float, token_budget: int,
-                fixed_reserve_bytes: float) -> MemoryPlan:
+                fixed_reserve_bytes: float, kv_free_fraction: float = 1.0) -> MemoryPlan:
+    """The instance's memory plan. `kv_free_fraction` < 1: the KV cache takes that share of what weights and
+    activations leave of the usable memory (TensorRT-LLM `free_gpu_memory_fraction`), not all of it."""
     usable = hw.memory_bytes * gpu_memory_utilization
     reserve = activation_reserve_bytes(m, lay, token_budget) + fixed_reserve_bytes
     per_layer_kv = kv_layer_bytes(m, dep, kv_dtype, lay.tp)
@@ -91,7 +94,8 @@ def plan_memory(m: ModelSpec, hw: HardwareSpec, dep: Deployment, lay: Layout, *,
         d = DeviceMemory(i, usable, device_weight_bytes(m, dep, lay, st), reserve, (dense + moe) * per_layer_kv,
                          device_host_weight_bytes(m, dep, lay, st))
         devices.append(d)
-        blocks = max(0, int(d.free_bytes // (d.kv_bytes_per_token * block_size_tokens)))
+        free = d.free_bytes if kv_free_fraction == 1.0 else d.free_bytes * kv_free_fraction
+        blocks = max(0, int(free // (d.kv_bytes_per_token * block_size_tokens)))
         if blocks == 0 and not problem:
             w = d.weight_bytes
             top = ", ".join(f"{k} {_gb(v)}" for k, v in sorted(w.items(), key=lambda kv: -kv[1])[:3])

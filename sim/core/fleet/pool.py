@@ -80,14 +80,16 @@ class Pool:
         policy: BatchingPolicy
         if self.engine.name == "generic":  # (its parameters were checked at load: sim/resolve.py)
             policy = make_policy(self.batching.name, kv, self.batching.kwargs())
-        else:  # an engine preset's parameters resolve against this pool's KV capacity
-            params = engine_presets.policy_params({"name": self.engine.name, **self.engine.kwargs()},
-                                                  self.model.max_context_tokens, mem.num_blocks * mem.block_size_tokens)
+        else:  # an engine preset's parameters resolve against this pool's KV capacity and host link
             try:
+                params = engine_presets.policy_params({"name": self.engine.name, **self.engine.kwargs()},
+                                                      self.model.max_context_tokens,
+                                                      mem.num_blocks * mem.block_size_tokens,
+                                                      hw.host_link_bandwidth_bytes_per_s, mem.devices)
                 policy = EngineBatching(kv, **params)
             except (TypeError, ValueError) as err:
                 raise InputError(f"conf/engine/{self.engine.name}.yaml", "parameters", str(err),
-                                 "fix the value or remove the key") from None
+                                 "fix the preset key or its engine.<key>= override") from None
         index = len(self.instances)
         inst = Instance(self.env, self.name, index, policy, kv, self.cost, self._on_finish,
                         self.run.fast_forward, on_first_token=self._on_first_token, on_stopped=self._on_stopped,

@@ -16,15 +16,24 @@ def known_tokens(req: SimRequest) -> int:
     return req.prompt_tokens + req.num_output_tokens
 
 
+OVERLAP_NONE, OVERLAP_OUTPUT, OVERLAP_ALL = 0, 1, 2
+
+
 class ScheduledBatch:
     """The requests of one iteration with the number of tokens each computes."""
 
-    __slots__ = ("items", "shape", "load_s")
+    __slots__ = ("items", "shape", "load_s", "host_s", "overlap")
 
-    def __init__(self, items: list[tuple[SimRequest, int]], load_s: float = 0.0, shape: BatchShape | None = None) -> None:
+    def __init__(self, items: list[tuple[SimRequest, int]], load_s: float = 0.0, shape: BatchShape | None = None,
+                 host_s: float = 0.0, overlap: int = 0) -> None:
         self.items = items
         self.shape = shape_of(items) if shape is None else shape  # (given when the requests are not there yet)
-        self.load_s = load_s  # seconds spent loading second-tier prefix KV before this iteration can run
+        self.load_s = load_s  # seconds moving KV (second-tier prefix loads, swaps) before this iteration can run
+        # Engine presets only (0 otherwise: the cost model's price stands): host seconds this iteration adds to the
+        # cost model's per-iteration overhead (per-sequence work), and which host work runs under the previous
+        # iteration's GPU time: OVERLAP_NONE, OVERLAP_OUTPUT (the per-sequence part) or OVERLAP_ALL.
+        self.host_s = host_s
+        self.overlap = overlap
 
     def __len__(self) -> int:
         return len(self.items)

@@ -97,5 +97,5 @@ def read(path: Path, run: int | None = None) -> MeasuredRun:
     notes += consistency_notes(obj, ttft, e2e, output, ok)
     return finish(path, "vllm", version, index=np.arange(n), arrival_s=arrival, prompt=prompt, output=output,
                   ttft=ttft, e2e=e2e, sent=n, ok=ok, deployment=deployment, client=client, aggregates=aggregates,
-                  notes=notes)
+                  notes=notes, itls=itls)
 

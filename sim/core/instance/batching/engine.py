@@ -15,6 +15,20 @@ Semantics, each a preset key (`sim/core/instance/engine.py` documents the keys, 
 * `num_scheduler_steps` k (vLLM V0 multi-step): a decode iteration chosen by the scheduler runs k steps with the
   same members, nothing admitted in between; with `stream_each_step` false the tokens reach the client at the
   end of the k steps (vLLM 0.6.0), so first and last token times are those of the group's end.
+* `preemption: swap` (vLLM V0 `preemption_mode=swap`): the victim's KV goes to host memory over the host link
+  (`swap_bandwidth_bytes_per_s`, the hardware's), its tokens kept; while any request is swapped out no prompt
+  is admitted, and it is swapped back in (same link) as a decode of its next token once its blocks fit. Each
+  transfer is priced into the iteration that makes it (`ScheduledBatch.load_s`: tokens x KV bytes per token /
+  bandwidth, as second-tier prefix loads are). Host space is `swap_space_bytes`; a victim that does not fit
+  there is recomputed (vLLM aborts the request instead: a stated departure).
+* Host work (`host_per_seq_s`, `overlap`): each iteration adds `host_per_seq_s` x its sequences to the cost
+  model's per-iteration overhead (per-request scheduling, sampling bookkeeping and detokenisation); `overlap`
+  says what runs under the previous iteration's GPU time: `none`, `output` (vLLM V0 async output processing:
+  the per-sequence part) or `all` (SGLang's overlap scheduler, vLLM V1 `async_scheduling`: all host work, so an
+  iteration takes max(gpu, host)). The first iteration after idle exposes all of it (the instance prices it).
+  Under `all` the engine forms iteration i+1 before it has processed iteration i's outputs, so a request that
+  finishes in iteration i still takes its slot and KV in iteration i+1 (priced as one more decode, its token
+  discarded) and its blocks are free for iteration i+2; its tokens are delivered at iteration i's end.
 * `cuda_graph_sizes`: a decode-only iteration of n sequences is priced padded to the smallest captured size
   >= n (the padded sequences compute one token each at context 1); above the largest, eager (unpadded).
 Runs of iterations are not fast-forwarded (`steady_steps` is 0): each iteration is stepped.
@@ -24,13 +38,15 @@ from __future__ import annotations
 import bisect
 from collections import deque
 
-from sim.core.instance.batch import ScheduledBatch, _shape, known_tokens, shape_of
+from sim.core.instance.batch import (OVERLAP_ALL, OVERLAP_NONE, OVERLAP_OUTPUT, ScheduledBatch, _shape,
+                                     known_tokens, shape_of)
 from sim.core.instance.batching.base import complete, match_prefix, unmatch_prefix
 from sim.core.instance.kv_cache import BlockManager
 from sim.core.instance.request_state import SimRequest
 
 ADMISSIONS = ("on_demand", "reserve_max_output", "new_token_ratio")
-PREEMPTIONS = ("recompute", "retract")
+PREEMPTIONS = ("recompute", "retract", "swap")
+OVERLAPS = {"none": OVERLAP_NONE, "output": OVERLAP_OUTPUT, "all": OVERLAP_ALL}
 ITERATIONS = ("mixed", "prefill_priority")
 
 
@@ -41,13 +57,21 @@ class EngineBatching:
                  admission: str = "on_demand", watermark_fraction: float = 0.0, preemption: str = "recompute",
                  iteration: str = "mixed", num_scheduler_steps: int = 1, stream_each_step: bool = True,
                  cuda_graph_sizes: tuple = (), new_token_ratio_init: float = 0.7,
-                 new_token_ratio_min: float = 0.1, new_token_ratio_decay: float = 0.001) -> None:
+                 new_token_ratio_min: float = 0.1, new_token_ratio_decay: float = 0.001,
+                 host_per_seq_s: float = 0.0, overlap: str = "none", swap_bandwidth_bytes_per_s: float = 0.0,
+                 swap_space_bytes: float = 0.0) -> None:
         if max_num_seqs < 1 or max_num_batched_tokens < 1 or num_scheduler_steps < 1:
             raise ValueError('"max_num_seqs", "max_num_batched_tokens" and "num_scheduler_steps" must be >= 1')
         for key, value, valid in (("admission", admission, ADMISSIONS), ("preemption", preemption, PREEMPTIONS),
                                   ("iteration", iteration, ITERATIONS)):
             if value not in valid:
                 raise ValueError(f'"{key}" {value!r} is not one of {", ".join(valid)}')
+        if overlap not in OVERLAPS:
+            raise ValueError(f'"overlap" {overlap!r} is not one of {", ".join(OVERLAPS)}')
+        if host_per_seq_s < 0.0:
+            raise ValueError('"host_per_seq_s" must be >= 0')
+        if preemption == "swap" and swap_bandwidth_bytes_per_s <= 0.0:
+            raise ValueError('"preemption" swap needs the hardware\'s host link bandwidth (> 0)')
         if not 0.0 <= watermark_fraction < 1.0:
             raise ValueError('"watermark_fraction" must be in [0, 1)')
         self.kv = kv
@@ -66,6 +90,13 @@ class EngineBatching:
         self._group: list[SimRequest] = []   # members of a multi-step decode group in progress
         self._group_left = 0                 # steps of it still to run after the current one
         self.undelivered: set[int] = set()  # request ids with tokens computed but not yet sent (multi-step)
+        self.host_per_seq_s, self.overlap = float(host_per_seq_s), OVERLAPS[overlap]
+        self._lagging: list[SimRequest] = []  # finished in the last iteration, still in the next (overlap "all")
+        self.swap_bandwidth_bytes_per_s, self.swap_space_bytes = float(swap_bandwidth_bytes_per_s), float(swap_space_bytes)
+        self.swapped: deque[SimRequest] = deque()  # preempted by swap: KV in host memory, tokens kept
+        self.swapped_bytes = 0.0
+        self.swaps_out = self.swaps_in = 0
+        self._transfer_s = 0.0  # swap seconds of the iteration being scheduled
 
     @classmethod
     def whole_prompt_limit(cls, params: dict) -> int | None:
@@ -105,6 +136,17 @@ class EngineBatching:
         return self.running.pop()
 
     def _preempt(self, victim: SimRequest) -> None:
+        if self.preemption == "swap":
+            moved = victim.num_computed_tokens * self.kv.kv_bytes_per_token
+            if self.swapped_bytes + moved <= self.swap_space_bytes:
+                self.kv.free(victim.request_id)
+                self.swapped_bytes += moved
+                self._transfer_s += moved / self.swap_bandwidth_bytes_per_s
+                self.swaps_out += 1
+                self.preemptions += 1
+                victim.preemptions += 1
+                self.swapped.append(victim)
+                return
         self.kv.free(victim.request_id)
         victim.reset_for_recompute()
         self.undelivered.discard(victim.request_id)
@@ -164,7 +206,38 @@ class EngineBatching:
             budget -= n
         return budget
 
+    def _swap_in(self, budget: int, items: list) -> int:
+        """Swapped-out requests back in, oldest first, while their blocks fit: each decodes its next token."""
+        kv = self.kv
+        while self.swapped and len(self.running) < self.max_num_seqs and budget > 0:
+            req = self.swapped[0]
+            c = req.num_computed_tokens
+            n = min(req.prompt_tokens + req.num_output_tokens - c, budget)
+            if not kv.grow(req.request_id, c + n):
+                break
+            self.swapped.popleft()
+            moved = c * kv.kv_bytes_per_token
+            self.swapped_bytes -= moved
+            self._transfer_s += moved / self.swap_bandwidth_bytes_per_s
+            self.swaps_in += 1
+            self.running.append(req)
+            items.append((req, n))
+            budget -= n
+        return budget
+
+    def _release_lagging(self) -> None:
+        for req in self._lagging:
+            self.kv.free(req.request_id)
+        self._lagging = []
+
     def schedule(self, now: float) -> ScheduledBatch | None:
+        out = self._schedule(now)
+        if out is None and self._lagging:
+            self._release_lagging()  # (idle: the engine processes the last outputs; nothing runs after them)
+        return out
+
+    def _schedule(self, now: float) -> ScheduledBatch | None:
+        self._transfer_s = 0.0
         if self._group_left > 0:  # a multi-step group goes on with its members (KV reserved at its start)
             self._group_left -= 1
             group = [(r, 1) for r in self._group if r.num_output_tokens < r.output_tokens and r in self.running]
@@ -184,12 +257,15 @@ class EngineBatching:
                 if n > 0 and self.kv.grow(r.request_id, r.num_computed_tokens + n):
                     items.append((r, n))
                     budget -= n
-            self._admit(budget, items)
+            if not self.swapped:  # vLLM V0: no prefills while a request is swapped out
+                self._admit(budget, items)
             if items:
                 return self._batch(items)
         decodes = self.iteration == "prefill_priority"
         steps = self.steps if decodes or not self.waiting else 1
         items, budget, preempted = self._decodes(self.token_budget, steps)
+        if self.swapped and not preempted:
+            budget = self._swap_in(budget, items)
         if not preempted and not decodes:
             self._admit(budget, items)
         if not items:
@@ -201,13 +277,22 @@ class EngineBatching:
 
     def _batch(self, items: list) -> ScheduledBatch:
         shape = shape_of(items)
+        seqs = len(items)
+        lag = self._lagging
+        if lag and (shape.prefill_seqs == 0 or self.iteration == "mixed"):
+            # (overlap "all": last iteration's finished requests decode once more, their tokens discarded)
+            ctx = sum(r.num_computed_tokens + 1 for r in lag)
+            shape = _shape((shape.prefill_seqs, shape.prefill_tokens, shape.prefill_q_ctx_sum, shape.prefill_q_sq_sum,
+                            shape.prefill_kv_tokens, shape.decode_seqs + len(lag), shape.decode_ctx_sum + ctx,
+                            shape.sampled_seqs + len(lag)))
+            seqs += len(lag)
         if self.graph_sizes and shape.prefill_seqs == 0:
             n = shape.decode_seqs
             j = bisect.bisect_left(self.graph_sizes, n)
             if j < len(self.graph_sizes) and self.graph_sizes[j] > n:
                 pad = self.graph_sizes[j] - n
                 shape = _shape((0, 0, 0, 0, 0, n + pad, shape.decode_ctx_sum + pad, shape.sampled_seqs))
-        return ScheduledBatch(items, 0.0, shape)
+        return ScheduledBatch(items, self._transfer_s, shape, self.host_per_seq_s * seqs, self.overlap)
 
     def steady_steps(self, batch: ScheduledBatch) -> int:
         return 0
@@ -219,6 +304,8 @@ class EngineBatching:
         """Tokens computed now; sent now, or with multi-step and `stream_each_step` false at the group's end."""
         deliver = self.stream_each_step or self._group_left == 0
         kv, undelivered = self.kv, self.undelivered
+        if self._lagging:
+            self._release_lagging()
         for req, n in batch.items:
             c, prompt = req.num_computed_tokens, req.prompt_tokens
             if c < prompt <= c + n:
@@ -240,7 +327,11 @@ class EngineBatching:
             if req.first_token_s != req.first_token_s:  # NaN: the first token is sent now
                 req.first_token_s = now
             if req.num_output_tokens >= req.output_tokens:
-                complete(req, now, kv)
+                if self.overlap == OVERLAP_ALL:  # done now; its slot and KV stay one more iteration
+                    req.finish_s, req.status = now, "completed"
+                    self._lagging.append(req)
+                else:
+                    complete(req, now, kv)
                 finished.append(req)
             elif req.num_output_tokens == 1 and req.handoff:
                 kv.free(req.request_id)
