@@ -20,7 +20,7 @@ class SharedKVTier:
     """A second KV tier shared by every instance of a pool: prefix entries (one hash block each) in LRU order,
     at most `capacity_entries` of them. Only which entries it holds is modelled; its read bandwidth is each
     reader's (`BlockManager.tier2_bandwidth_bytes_per_s`). Writes are not priced: the KV is copied out of the
-    device after the prefill that made it, off the request's path (an assumption; docs/cost-model.md)."""
+    device after the prefill that made it, off the request's path (an assumption, stated where it is used)."""
 
     def __init__(self, capacity_bytes: float, entry_bytes: float) -> None:
         if capacity_bytes <= 0 or entry_bytes <= 0:
