@@ -81,6 +81,7 @@ class PoolConfig:
     prefix_caching: bool = False            # keep finished prompts' KV blocks for reuse (LRU), vLLM APC / SGLang radix
     kv_tier2_bytes: float = 0.0             # second KV tier per instance (host DRAM or disk); 0 = none
     kv_tier2_bandwidth_bytes_per_s: float | None = None  # load bandwidth from tier 2; default the host link
+    kv_tier2_shared: bool = False           # one tier 2 of kv_tier2_bytes for the whole pool (DeepSeek's 3FS KVCache)
     engine: Any = None                      # an engine preset for this pool: a name or {name, overrides} (conf/engine)
 
 

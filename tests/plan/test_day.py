@@ -3,6 +3,7 @@ run over the same span; the capacity arithmetic is the lower bound it claims; th
 window behave as documented; no published outcome figure is an input."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from pathlib import Path
@@ -62,6 +63,22 @@ def test_windows_in_parallel_equal_one_sequential_run(tmp_path):
     assert par_doc["day"] == seq_doc["day"]
     lines = (tmp_path / "parallel" / "windows.jsonl").read_text().splitlines()
     assert len(lines) == 2                        # streamed: one line per finished window run
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed: pip install -e '.[ray]'")
+@pytest.mark.slow  # starts a local Ray
+def test_windows_on_ray_equal_the_local_run(tmp_path):
+    """Windows 1 and 2 as Ray tasks on a local Ray (2 workers) give exactly the figures of the same windows run
+    in this process, and their run folders come back."""
+    ray_doc, _, on_ray = _plan(tmp_path, "ray", verify="1:3", jobs=2, warmup_s=120.0, measure_s=60.0,
+                               ray_address="local")
+    loc_doc, _, local = _plan(tmp_path, "local", verify="1:3", jobs=1, warmup_s=120.0, measure_s=60.0)
+    assert ray_doc["executor"]["backend"] == "ray" and ray_doc["executor"]["workers"] == 2
+    assert [w["index"] for w in on_ray] == [w["index"] for w in local] == [1, 2]
+    assert [_figures(w) for w in on_ray] == [_figures(w) for w in local]
+    assert ray_doc["day"] == loc_doc["day"]
+    for w in on_ray:
+        assert (Path(w["rounds"][-1]["run_dir"]) / "requests.parquet").is_file()
 
 
 @pytest.mark.slow  # ~1 min on 2 cores
@@ -171,3 +188,24 @@ def test_a_window_too_large_for_one_worker_is_a_slice_of_its_fleet():
     miss = WindowMeasure(10, 10, 0, 0, 9.0, 0.01, 1.0, 0.5, {"ttft_p99": False, "tpot_p99": True,
                                                             "served_fraction": True})
     assert next_slice(sl, miss).fleet_units() == (52, 13)
+
+
+def test_warm_hit_share_counts_only_conversations_begun_since_the_start():
+    """Three requests: a first turn (0 s, 100 new tokens), its second turn 100 s later (50 new + 100 hit) and its
+    third 400 s later (50 new + 250 hit). 120 s after a run starts only the first two exist: 100 / 250 = 40%;
+    after 400 s all three: 350 / 550. Warm-up for 2/3 of the requests: 100 s, in whole minutes 120 s."""
+    from sim.plan.day.traffic import RequestStats
+    st = RequestStats(1.0, 0.0, 0.0, 0.0, 0.0, 3, new_tokens=np.array([100, 50, 50]),
+                      hit_tokens=np.array([0, 100, 250]), since_first_turn_s=np.array([0.0, 100.0, 400.0]))
+    assert st.warm_hit_share(0.0) == 0.0
+    assert st.warm_hit_share(120.0) == pytest.approx(100 / 250)
+    assert st.warm_hit_share(400.0) == pytest.approx(350 / 550)
+    assert st.warmup_s(0.5) == 120.0      # the median request comes 100 s into its conversation
+    assert st.warmup_s(1.0) == 420.0
+
+
+def test_the_default_warm_up_holds_99_percent_of_the_requests(stats):
+    w = stats.warmup_s(0.99)
+    assert np.mean(stats.since_first_turn_s <= w) >= 0.99
+    assert w >= 300.0 and stats.warm_hit_share(w) > stats.warm_hit_share(300.0)
+    assert DayOptions().warmup_s is None

@@ -20,7 +20,7 @@ from sim.core.instance.batching import make_policy, policy_class
 from sim.core.instance.batching.base import BatchingPolicy
 from sim.core.instance.batching.engine import EngineBatching
 from sim.core.instance.instance import Instance
-from sim.core.instance.kv_cache import BlockManager
+from sim.core.instance.kv_cache import BlockManager, SharedKVTier
 from scenarios.rng import stream
 
 
@@ -66,6 +66,9 @@ class Pool:
         self.completed = 0
         self.min_instances, self.max_instances = instance_bounds(p)  # (checked at load: sim/config.py)
         self.warm_spares = 0
+        self.shared_kv_tier: SharedKVTier | None = None  # one second KV tier for every instance (kv_tier2_shared)
+        if p.kv_tier2_shared and p.kv_tier2_bytes > 0 and p.prefix_caching:
+            self.shared_kv_tier = SharedKVTier(p.kv_tier2_bytes, max(1.0, mem.kv_bytes_per_token * hash_block_tokens))
         self._watchers: list[simpy.Event] = []  # woken when an instance becomes active or stops
         for _ in range(p.instances):
             self._new_instance().activate()
@@ -76,7 +79,8 @@ class Pool:
         kv = BlockManager(mem.num_blocks, mem.block_size_tokens, prefix_caching=p.prefix_caching,
                           hash_block_tokens=self._hash_block_tokens, kv_bytes_per_token=mem.kv_bytes_per_token,
                           tier2_capacity_bytes=p.kv_tier2_bytes,
-                          tier2_bandwidth_bytes_per_s=p.kv_tier2_bandwidth_bytes_per_s or hw.host_link_bandwidth_bytes_per_s)
+                          tier2_bandwidth_bytes_per_s=p.kv_tier2_bandwidth_bytes_per_s or hw.host_link_bandwidth_bytes_per_s,
+                          shared_tier=self.shared_kv_tier)
         policy: BatchingPolicy
         if self.engine.name == "generic":  # (its parameters were checked at load: sim/resolve.py)
             policy = make_policy(self.batching.name, kv, self.batching.kwargs())

@@ -4,7 +4,9 @@ Only counts are simulated, never contents. A request holds its own blocks (`bloc
 references to shared prefix entries. A prefix entry is one hash block of the workload (`hash_block_tokens`, e.g.
 Mooncake's 512) whose KV stays on the device after its request is done, until LRU eviction needs the space;
 evicted entries drop to the second tier when one is configured (DeepSeek's on-disk KV cache, host memory), from
-which a later hit loads them back at `tier2_bandwidth_bytes_per_s`.
+which a later hit loads them back at `tier2_bandwidth_bytes_per_s`. A `SharedKVTier` instead is one second tier
+for every instance of a pool (DeepSeek's 3FS KVCache): prompts are written to it as they are prefilled, and any
+instance loads from it at its own bandwidth, so a conversation's next turn hits wherever it runs.
 
 Invariant INV-2: `used_blocks = sum(own blocks) + blocks of cached entries <= num_blocks` at all times; an
 allocation that cannot be satisfied (after evicting unreferenced entries) changes nothing.
@@ -14,12 +16,51 @@ from __future__ import annotations
 from collections import OrderedDict
 
 
+class SharedKVTier:
+    """A second KV tier shared by every instance of a pool: prefix entries (one hash block each) in LRU order,
+    at most `capacity_entries` of them. Only which entries it holds is modelled; its read bandwidth is each
+    reader's (`BlockManager.tier2_bandwidth_bytes_per_s`). Writes are not priced: the KV is copied out of the
+    device after the prefill that made it, off the request's path (an assumption, stated where it is used)."""
+
+    def __init__(self, capacity_bytes: float, entry_bytes: float) -> None:
+        if capacity_bytes <= 0 or entry_bytes <= 0:
+            raise ValueError('a shared KV tier needs capacity_bytes > 0 and entry_bytes > 0')
+        self.capacity_entries = max(1, int(capacity_bytes // entry_bytes))
+        self._lru: OrderedDict[int, None] = OrderedDict()  # least recently used first
+        self.writes = 0
+        self.evictions = 0
+
+    def put(self, h: int) -> None:
+        """Write (or refresh) entry `h`; the least recently used entry goes when the tier is full."""
+        if h in self._lru:
+            self._lru.move_to_end(h)
+            return
+        self._lru[h] = None
+        self.writes += 1
+        if len(self._lru) > self.capacity_entries:
+            self._lru.popitem(last=False)
+            self.evictions += 1
+
+    def get(self, h: int) -> bool:
+        """Whether entry `h` is held; a read makes it the most recently used."""
+        if h not in self._lru:
+            return False
+        self._lru.move_to_end(h)
+        return True
+
+    def __contains__(self, h: int) -> bool:
+        return h in self._lru
+
+    def __len__(self) -> int:
+        return len(self._lru)
+
+
 class BlockManager:
     """KV blocks of one instance, and its prefix cache."""
 
     def __init__(self, num_blocks: int, block_size_tokens: int, *, prefix_caching: bool = False,
                  hash_block_tokens: int = 512, kv_bytes_per_token: float = 0.0, tier2_capacity_bytes: float = 0.0,
-                 tier2_bandwidth_bytes_per_s: float = 0.0) -> None:
+                 tier2_bandwidth_bytes_per_s: float = 0.0, shared_tier: SharedKVTier | None = None) -> None:
         if num_blocks < 1:
             raise ValueError('"num_blocks" must be >= 1')
         if block_size_tokens < 1 or hash_block_tokens < 1:
@@ -39,7 +80,8 @@ class BlockManager:
         self._shared_tokens: dict[int, int] = {}  # request -> tokens covered by referenced entries
         self.kv_bytes_per_token = kv_bytes_per_token
         self.tier2_capacity_entries = int(tier2_capacity_bytes // max(1.0, kv_bytes_per_token * hash_block_tokens)) \
-            if tier2_capacity_bytes > 0 and kv_bytes_per_token > 0 else 0
+            if tier2_capacity_bytes > 0 and kv_bytes_per_token > 0 and shared_tier is None else 0
+        self.shared_tier = shared_tier  # the pool's shared second tier (replaces the per-instance one)
         self.tier2_bandwidth_bytes_per_s = tier2_bandwidth_bytes_per_s
         self._tier2: OrderedDict[int, None] = OrderedDict()
         self.hits_tokens = 0
@@ -153,12 +195,17 @@ class BlockManager:
             h = int(h)
             if h in self._entries:
                 self._acquire_entry(h)
-            elif h in self._tier2:
+                if self.shared_tier is not None:
+                    self.shared_tier.get(h)  # used anywhere in the pool: recently used in the shared tier
+            elif h in self._tier2 or (self.shared_tier is not None and h in self.shared_tier):
                 if not self._room_possible(self.blocks_per_entry):
                     break  # no room on the device: the entry stays where it is in tier 2
-                # Take the entry out of tier 2 first: making room on the device may push other entries down to
-                # tier 2 and trim its oldest, which must not be this one.
-                del self._tier2[h]
+                if self.shared_tier is not None:
+                    self.shared_tier.get(h)  # (a copy is loaded: the shared tier keeps it, now recently used)
+                else:
+                    # Take the entry out of tier 2 first: making room on the device may push other entries down
+                    # to tier 2 and trim its oldest, which must not be this one.
+                    del self._tier2[h]
                 self._make_room(self.blocks_per_entry)  # (possible: checked above)
                 self._entries[h] = 1
                 self._take(self.blocks_per_entry)
@@ -195,6 +242,8 @@ class BlockManager:
             self._entries[h] = 1
             refs.append(h)
             self._shared_tokens[request_id] = self._shared_tokens.get(request_id, 0) + self.hash_block_tokens
+            if self.shared_tier is not None:
+                self.shared_tier.put(h)  # written through to the pool's shared tier
 
     def cached_prefix_entries(self, hashes) -> int:
         """How many leading entries of `hashes` are cached on the device (for routing; no side effects)."""

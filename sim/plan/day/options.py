@@ -15,7 +15,8 @@ from sim.config import build
 class DayOptions:
     mode: str = "day"
     window_s: float = 600.0          # the day's windows (600 = the ServeGen curve's own step, or 3600)
-    warmup_s: float = 300.0          # simulated before each measured span (queues, batches, prefix cache)
+    warmup_s: float | None = None    # simulated before each measured span (queues, batches, KV cache); default:
+                                     # until 99% of a conversation's turns have come (RequestStats.warmup_s)
     measure_s: float = 60.0          # measured per window (window_s: every request of the day, full scale)
     verify: str = "all"              # windows to simulate: all | none | <first>:<end> (window indices)
     max_rounds: int = 4              # simulations per window at most (each miss adds a unit and re-runs)
@@ -31,6 +32,8 @@ class DayOptions:
         if self.mode != "day":
             raise InputError(where, "mode", f"the day plan got mode={self.mode!r}", "use mode=day")
         for name in ("window_s", "warmup_s", "measure_s", "drain_s", "sample_s"):
+            if name == "warmup_s" and self.warmup_s is None:
+                continue
             if getattr(self, name) < 0 or (name != "warmup_s" and getattr(self, name) == 0):
                 raise InputError(where, name, f"must be > 0, got {getattr(self, name)}", f"e.g. {name}=600")
         if self.measure_s > self.window_s:

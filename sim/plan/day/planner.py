@@ -7,6 +7,7 @@ so the first count upwards from it that meets the SLOs in simulation is the fewe
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import shutil
@@ -116,6 +117,9 @@ def plan_day(opts: DayOptions, overrides: tuple[str, ...], command: str, echo=pr
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     curve, stats, cap, windows = plan_windows(run, traffic, opts)
+    if opts.warmup_s is None:   # long enough for 99% of a conversation's turns: the KV cache is warm
+        opts = dataclasses.replace(opts, warmup_s=stats.warmup_s(0.99))
+    warm = sum(stats.warm_hit_share(opts.warmup_s + opts.measure_s * (k + 0.5) / 10) for k in range(10)) / 10
     with open(out / "windows.jsonl", "w") as stream:   # each window's run as it finishes
         def log(line: str) -> None:
             stream.write(line + "\n")
@@ -129,6 +133,7 @@ def plan_day(opts: DayOptions, overrides: tuple[str, ...], command: str, echo=pr
                "served_fraction": run.slo.served_fraction},
            "traffic": {"conversations_per_s_day_mean": curve.day_mean_per_s, **{
                k: v for k, v in vars(stats).items() if not hasattr(v, "shape")}, "cache_hit_share": stats.hit_share,
+               "cache_hit_share_after_warmup": warm,
                "requests_per_day": curve.day_mean_per_s * curve.duration_s * stats.requests_per_conversation},
            "unit_capacity": cap.to_json(), "executor": executor,
            "day": day_figures(windows, stats, cap), "windows": windows,

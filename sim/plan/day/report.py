@@ -89,7 +89,11 @@ def print_day(doc: dict, path: Path, echo=print) -> None:
                  f"arithmetic {w['arithmetic']['prefill_units']}P+{w['arithmetic']['decode_units']}D -> "
                  f"{w['prefill_units']}P+{w['decode_units']}D ({'met' if w['verified'] else 'NOT met'}; "
                  f"TTFT p99 {_ms(m.get('ttft_p99_s'))}, TPOT p99 {_ms(m.get('tpot_p99_s'))}, "
-                 f"hits {m.get('cache_hit_share', 0):.1%}, {len(w['rounds'])} run(s))")
+                 f"hits {m.get('cache_hit_share', 0):.1%} vs {tr['cache_hit_share']:.1%}, {len(w['rounds'])} run(s))")
+    if day.get("cache_hit_share_measured") is not None:
+        echo(f"cache hits once warm, simulated windows: {day['cache_hit_share_measured']:.1%} of prompt tokens "
+             f"(the workload's {tr['cache_hit_share']:.1%}: an input, compared; {tr['cache_hit_share_after_warmup']:.1%} "
+             f"expected after the {doc['options']['warmup_s']:g} s warm-up)")
     echo(f"{'figure':38s} {'predicted':>12s} {'published':>12s} {'error':>8s}")
     for row in doc["comparison"]["figures"]:
         echo(f"{row['figure']:38s} {row['predicted']:12,.1f} {row['published']:12,.1f} {row['error']:+8.1%}")

@@ -7,6 +7,7 @@ token totals' day), the shape its curve, the per-request figures those of the re
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -73,10 +74,23 @@ class RequestStats:
     # [n] per sampled request: new (uncached) prompt tokens and cached ones, for packing prefill batches
     new_tokens: np.ndarray
     hit_tokens: np.ndarray
+    since_first_turn_s: np.ndarray   # [n] seconds from the conversation's first request to this one
 
     @property
     def hit_share(self) -> float:
         return self.cached_tokens / self.prompt_tokens
+
+    def warm_hit_share(self, warmup_s: float) -> float:
+        """The hit share a run sees `warmup_s` after it starts (steady traffic): only requests of conversations
+        begun since the start exist, i.e. those at most `warmup_s` after their conversation's first turn."""
+        seen = self.since_first_turn_s <= warmup_s
+        prompt = self.new_tokens[seen] + self.hit_tokens[seen]
+        return float(self.hit_tokens[seen].sum() / prompt.sum()) if prompt.sum() else 0.0
+
+    def warmup_s(self, share: float = 0.99) -> float:
+        """The warm-up after which a run holds `share` of steady traffic's requests (the others belong to
+        conversations begun before the run), in whole minutes."""
+        return 60.0 * math.ceil(float(np.quantile(self.since_first_turn_s, share)) / 60.0 - 1e-9)
 
 
 def request_stats(traffic: dict, seed: int, sample_s: float = 7200.0, sample_rate_per_s: float = 3.0) -> RequestStats:
@@ -106,6 +120,7 @@ def request_stats(traffic: dict, seed: int, sample_s: float = 7200.0, sample_rat
     keep = np.array([first_arrival[s] < sample_s - 1800.0 for s in sessions.tolist()])
     if keep.sum() < 1000:
         raise InputError(WHERE, "sample_s", f"only {int(keep.sum())} requests sampled", "raise sample_s")
+    since = np.array([t - first_arrival[s] for s, t in zip(sessions.tolist(), wl.arrival_s.tolist())])[keep]
     prompt = wl.prompt_tokens[keep].astype(np.float64)
     out = wl.output_tokens[keep].astype(np.float64)
     hit = hit[keep]
@@ -114,4 +129,4 @@ def request_stats(traffic: dict, seed: int, sample_s: float = 7200.0, sample_rat
         prompt_tokens=float(prompt.mean()), cached_tokens=float(hit.mean()), output_tokens=float(out.mean()),
         kv_tokens_per_output_token=float((prompt * out + out * (out - 1) / 2).sum() / out.sum()),
         sample_requests=int(keep.sum()),
-        new_tokens=(prompt - hit).astype(np.int64), hit_tokens=hit.astype(np.int64))
+        new_tokens=(prompt - hit).astype(np.int64), hit_tokens=hit.astype(np.int64), since_first_turn_s=since)
