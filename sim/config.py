@@ -196,6 +196,10 @@ def load_run_config(cfg) -> RunConfig:
             raise InputError(f"scenario/{scen.name}", f"pools.{name}", "instances must be >= 0 and tp >= 1", "fix the counts")
         if not 0 < p.gpu_memory_utilization <= 1:
             raise InputError(f"scenario/{scen.name}", f"pools.{name}.gpu_memory_utilization", "must be in (0, 1]", "use e.g. 0.9")
+        if p.kv_tier2_shared and not (p.kv_tier2_bytes > 0 and p.prefix_caching):
+            raise InputError(f"scenario/{scen.name}", f"pools.{name}.kv_tier2_shared",
+                             "needs prefix_caching: true and kv_tier2_bytes > 0 (a shared tier of no size holds nothing)",
+                             "set both, or drop kv_tier2_shared")
     batching = dict(d.get("batching") or {})
     bname = str(batching.pop("name", ""))
     if bname not in POLICIES:

@@ -7,7 +7,7 @@ import pytest
 
 from scenarios.workload import Workload
 from sim.core.instance.kv_cache import BlockManager, SharedKVTier
-from sim.core.run import simulate
+from sim.simulate import simulate
 
 from tests.sim.helpers import run_config
 
@@ -103,3 +103,15 @@ def test_in_a_run_the_next_turn_hits_on_the_other_instance():
     own = simulate(run_config(*COST), two_turns()).requests  # one tier per instance: the other one misses
     assert list(own["cached_tokens"]) == [0, 0]
     assert own["ttft_s"][1] == pytest.approx(0.001 + 1600 * 0.0001)
+
+
+@pytest.mark.parametrize("pool", [{"kv_tier2_shared": True, "prefix_caching": True},
+                                  {"kv_tier2_shared": True, "kv_tier2_bytes": 1e12}])
+def test_a_shared_tier_of_no_size_or_without_prefix_caching_is_refused_at_load(pool):
+    from inferplan.errors import InputError
+    from sim.compose import compose_config
+    from sim.config import load_run_config
+
+    args = ["scenario=smoke", *(f"+scenario.pools.main.{k}={v}" for k, v in pool.items())]
+    with pytest.raises(InputError, match=r"pools\.main\.kv_tier2_shared: needs prefix_caching: true and kv_tier2_bytes"):
+        load_run_config(compose_config(args))
