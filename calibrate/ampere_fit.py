@@ -8,7 +8,7 @@ default (`elementwise` 0.60 + 4 us) and of the fit. Attention (the Llama-2-70B T
 `launch + flops / (peak e_c s/(s+s0))` and decode `launch + max(flops / (peak e_c), bytes / (bw e_m))`
 (`calibrate.efficiency`), fitted (Nelder-Mead, log error) on every tenth of the rows not held out (every fourth
 row held out). `--write` puts the fits into conf/cost/generations/ampere.yaml (A100 is Ampere), each value citing
-the files it comes from.
+the files it comes from, and with it the NCCL all-reduce segments of `calibrate.nccl_fit` (Vidur's network tables).
 """
 from __future__ import annotations
 
@@ -119,13 +119,18 @@ def main(argv: list[str] | None = None) -> int:
     params, lines = fit(args.folder)
     attn, attn_lines = fit_attention(args.folder)
     lines += attn_lines
+    from calibrate import nccl_fit
+
+    nccl, nccl_lines = nccl_fit.fit(args.folder)
+    lines += [{"op": f"all_reduce {r['hardware']} {r['link']} p={r['ranks']}", "kind": "nccl", "n": r["n"],
+               "before": float("nan"), "after": r["after"]} for r in nccl_lines]
     for r in lines:
         print(f"{r['op']:<26} {r['kind']:<5} held out {r['n']:>5}  before {r['before']:5.1f}%  after {r['after']:5.1f}%")
     if args.write:
         OUT.write_text("# Ampere (A100) analytical elementwise kernels and attention (calibrate/efficiency.py), fitted to Vidur's "
                        "A100 tables.\n" + yaml.safe_dump({"generation": "ampere", "written_by":
                        "python -m calibrate.ampere_fit ../shared/reference-profiles/vidur --write",
-                       "elementwise": params, **attn}, sort_keys=False, width=200))
+                       "elementwise": params, **attn, "nccl_allreduce": nccl}, sort_keys=False, width=200))
         print(f"wrote {OUT}")
     return 0
 
