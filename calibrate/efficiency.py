@@ -48,12 +48,18 @@ class GemmForm:
     layout_eff: tuple = ()     # ((layout, factor on compute_eff), ...) for grouped GEMMs
 
     def fill(self, m: float, n: float, groups: float = 1.0) -> float:
-        """Useful fraction of the tensor-core work: M padding to the tile and the last wave's idle SMs."""
+        """Useful fraction of the tensor-core work: M padding to the tile and the last wave's idle SMs, with the
+        N tile the kernel picks to fill the SMs (tile_n, /2, /4, /8: DeepGEMM-style kernels choose a narrower
+        block N when few tiles would leave SMs idle)."""
         tm = 64 if m <= 64 else self.tile_m
         tiles_m = _ceil(max(m, 1.0) / tm)
-        tiles = _ceil(groups) * tiles_m * _ceil(n / self.tile_n)
-        waves = _ceil(tiles / self.sms)
-        return (max(m, 1.0) / (tiles_m * tm)) * tiles / (waves * self.sms)
+        best = 0.0
+        for div in (1, 2, 4, 8):
+            tn = self.tile_n / div
+            tiles = _ceil(groups) * tiles_m * _ceil(n / tn)
+            waves = _ceil(tiles / self.sms)
+            best = max(best, (n / (_ceil(n / tn) * tn)) * tiles / (waves * self.sms))
+        return (max(m, 1.0) / (tiles_m * tm)) * best
 
     def time_s(self, m: float, n: float, k: float, flops: float, bytes_: float, peak: float, bw: float,
                groups: float = 1.0, layout: str = "", scale: float = 1.0) -> float:

@@ -88,7 +88,7 @@ def fit(folder: str) -> tuple[dict, list[dict]]:
     lines = []
     for (hw, link, ranks), rows in sorted(groups.items()):
         bw = _link_bytes_per_s(hw, link)
-        tr, ho = split(rows, lambda p: p.bytes)
+        tr, ho = split(rows, lambda p: p.bytes, fold=1)
         train, held = [rows[i] for i in tr], [rows[i] for i in ho]
         segs = fit_segments(train, ranks, bw)
         segments.setdefault(hw, {}).setdefault(link, {})[ranks] = [
@@ -116,7 +116,7 @@ def held_out_ids(points: list[ReferencePoint]) -> set[int]:
             groups[(p.hardware, p.link, p.tp)].append(p)
     out: set[int] = set()
     for rows in groups.values():
-        out |= {id(rows[i]) for i in split(rows, lambda p: p.bytes)[1]}
+        out |= {id(rows[i]) for i in split(rows, lambda p: p.bytes, fold=1)[1]}
     return out
 
 
