@@ -184,7 +184,7 @@ def report_md(lines: list[dict]) -> str:
            "are fold 1's fit) "
            "(`python -m calibrate.hopper_report --write --vidur ../shared/reference-profiles/vidur`; before = scalar "
            "defaults of conf/cost/roofline.yaml, after = with conf/cost/generations/<generation>.yaml; Vidur rows: "
-           "elementwise and attention on the rows `calibrate.ampere_fit` held out, all-reduce on the rows `calibrate.nccl_fit` held out, every point otherwise):", "",
+           "GEMMs, elementwise and attention on the rows `calibrate.ampere_fit` held out, all-reduce on the rows `calibrate.nccl_fit` held out, every point otherwise):", "",
            "| op | GPU | table (calibrate/reference_kernels/) | held out | before | after |", "|---|---|---|---|---|---|"]
     for r in lines:
         worst = f" (worst {r['worst_after']:.0f})" if "worst_after" in r else ""
@@ -213,7 +213,7 @@ def vidur_lines(folder: str) -> list[dict]:
     from calibrate.nccl_fit import held_out_ids
 
     ar_held = held_out_ids(points)  # calibrate.nccl_fit's held-out all-reduce rows
-    points = [p for p in points if (p.op != "allreduce" or id(p) in ar_held) and (p.op != "elementwise" or p.tokens in held)
+    points = [p for p in points if (p.op != "allreduce" or id(p) in ar_held) and (p.op not in ("elementwise", "gemm") or p.hardware != "a100_80gb" or p.tokens in held)
               and (p.op not in ("attn_prefill", "attn_decode") or p.hardware != "a100_80gb" or id(p) in attn_held)]
     models: dict[str, tuple] = {}
     cells: dict[tuple[str, str], list[tuple[float, float, float]]] = defaultdict(list)
