@@ -51,8 +51,9 @@ def test_generation_tags_select_the_forms():
     assert hardware_generation(load_hardware("h100_sxm").source) == "hopper"
     assert hardware_generation(load_hardware("a100_80gb").source) == "ampere"
     assert load_generation("hopper") is not None
-    ampere = load_generation("ampere")  # elementwise kernels and attention (fitted on Vidur's A100 tables)
-    assert ampere is not None and ampere.elementwise is not None and not ampere.gemm
+    ampere = load_generation("ampere")  # GEMMs, elementwise kernels, attention, NCCL (fitted on Vidur's A100 tables)
+    assert ampere is not None and ampere.elementwise is not None and set(ampere.gemm) == {"bf16"}
+    assert ampere.gemm["bf16"].sms == 108 and ampere.nccl is not None
     assert ampere.attn_prefill is not None and ampere.attn_decode is not None and ampere.allreduce is None
     assert load_generation("none") is None and load_generation(None) is None and load_generation("ada") is None
 
