@@ -8,7 +8,7 @@ default (`elementwise` 0.60 + 4 us) and of the fit. Attention (the Llama-2-70B T
 `launch + flops / (peak e_c s/(s+s0))` and decode `launch + max(flops / (peak e_c), bytes / (bw e_m))`
 (`calibrate.efficiency`), fitted (Nelder-Mead, log error) on every tenth of the rows not held out (every fourth
 row held out). `--write` puts the fits into conf/cost/generations/ampere.yaml (A100 is Ampere), each value citing
-the files it comes from.
+the files it comes from, with the GEMM form (`fit_gemm`, Vidur's four projections) and the NCCL all-reduce segments of `calibrate.nccl_fit` (Vidur's network tables).
 """
 from __future__ import annotations
 
@@ -111,6 +111,55 @@ def fit_attention(folder: str, hardware: str = "a100_80gb") -> tuple[dict, list[
     return params, lines
 
 
+A100_SMS = 108   # NVIDIA A100 datasheet / whitepaper: 108 SMs (SXM4 and PCIe)
+
+
+def fit_gemm(folder: str, hardware: str = "a100_80gb") -> tuple[dict, list[dict]]:
+    """The Hopper GEMM form (`calibrate.efficiency.GemmForm`: wave fill over 108 SMs, N tile chosen to fill them,
+    per-tile K overhead, memory term) on Vidur's four bf16 projections (cuBLAS via sarathi), fitted (Nelder-Mead
+    on the mean absolute relative error) on every 15th row of the token counts not held out (every fourth token
+    count held out, as for the elementwise kernels); the priced time is floored at `launch_s` as the pricer does."""
+    from calibrate.efficiency import GemmForm
+    from calibrate.vidur import GEMMS
+
+    hw = load_hardware(hardware)
+    peak, bw = hw.peak_for("bf16"), hw.mem_bandwidth_bytes_per_s
+    cost = yaml.safe_load((CONF_DIR / "cost" / "roofline.yaml").read_text())
+    launch = float(cost["launch_s"])
+    points, _ = load_reference(folder)
+    pts = [p for p in points if p.hardware == hw.name and p.vidur_op in GEMMS]
+    tokens = sorted({p.tokens for p in pts})
+    held = {t for i, t in enumerate(tokens) if i % 4 == 2}
+    train = [p for p in pts if p.tokens not in held]
+    sub = [(_shape(p), p) for p in train[::15]]
+
+    def form(th):
+        return GemmForm(1 / (1 + math.exp(-th[0])), math.exp(th[1]), 1 / (1 + math.exp(-th[2])), math.exp(th[3]),
+                        sms=A100_SMS)
+
+    def pred(f, s, p):
+        return max(launch, f.time_s(s["m"], s["n"], s["k"], p.flops, p.bytes, peak, bw))
+
+    th = nelder_mead(lambda th: sum(abs(pred(form(th), s, p) / p.measured_s - 1) for s, p in sub),
+                     [1.0, math.log(64.0), 1.0, math.log(4e-6)], iters=800)
+    f = form(th)
+    files = sorted({p.source.split("/")[1] + "/*/" + p.source.split("/")[-1] for p in pts})
+    basis = (f"fit: vidur {', '.join(files)}, {', '.join(GEMMS)}, every 15th row of the token counts not held out "
+             "(every fourth token count held out), min mean |pred/measured - 1|")
+    params = {"bf16": {k: {"value": float(f"{getattr(f, k):.6g}"), "basis": basis}
+                       for k in ("compute_eff", "k_overhead", "memory_eff", "launch_s")}}
+    params["bf16"].update({"tile_m": 128, "tile_n": 128, "sms": A100_SMS})
+    lines = []
+    for op in GEMMS:
+        test = [p for p in pts if p.vidur_op == op and p.tokens in held]
+        meas = [p.measured_s for p in test]
+        before = [launch + max(p.flops / peak, p.bytes / bw) / float(cost["efficiency"]["gemm"]) for p in test]
+        lines.append({"op": op, "kind": "gemm", "n": len(test),
+                      "before": float(np.mean([abs(b / m - 1) for b, m in zip(before, meas)]) * 100),
+                      "after": float(np.mean([abs(pred(f, _shape(p), p) / m - 1) for p, m in zip(test, meas)]) * 100)})
+    return params, lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m calibrate.elementwise_fit", description=__doc__.splitlines()[0])
     parser.add_argument("folder", help="Vidur reference profiles, e.g. ../shared/reference-profiles/vidur")
@@ -119,13 +168,20 @@ def main(argv: list[str] | None = None) -> int:
     params, lines = fit(args.folder)
     attn, attn_lines = fit_attention(args.folder)
     lines += attn_lines
+    gemm, gemm_lines = fit_gemm(args.folder)
+    lines += gemm_lines
+    from calibrate import nccl_fit
+
+    nccl, nccl_lines = nccl_fit.fit(args.folder)
+    lines += [{"op": f"all_reduce {r['hardware']} {r['link']} p={r['ranks']}", "kind": "nccl", "n": r["n"],
+               "before": float("nan"), "after": r["after"]} for r in nccl_lines]
     for r in lines:
         print(f"{r['op']:<26} {r['kind']:<5} held out {r['n']:>5}  before {r['before']:5.1f}%  after {r['after']:5.1f}%")
     if args.write:
-        OUT.write_text("# Ampere (A100) analytical elementwise kernels and attention (calibrate/efficiency.py), fitted to Vidur's "
+        OUT.write_text("# Ampere (A100) analytical GEMMs, elementwise kernels, attention and NCCL all-reduce (calibrate/efficiency.py), fitted to Vidur's "
                        "A100 tables.\n" + yaml.safe_dump({"generation": "ampere", "written_by":
                        "python -m calibrate.ampere_fit ../shared/reference-profiles/vidur --write",
-                       "elementwise": params, **attn}, sort_keys=False, width=200))
+                       "gemm": gemm, "elementwise": params, **attn, "nccl_allreduce": nccl}, sort_keys=False, width=200))
         print(f"wrote {OUT}")
     return 0
 

@@ -85,6 +85,9 @@ class AnalyticalModel:
                     + k("act", 3 * t * i * 2.0, bw) + k("rope", 2 * t * r * 2.0, bw))
         if p.op == "allreduce" and p.link == "intra" and g.allreduce is not None and p.bytes <= g.allreduce.max_bytes:
             return g.allreduce.time_s(p.bytes, p.tp)
+        if p.op == "allreduce" and g.nccl is not None:
+            bw = hw.intra_node_bandwidth_bytes_per_s if p.link == "intra" else hw.inter_node_bandwidth_bytes_per_s
+            return g.nccl.time_s(hw.name, p.link, p.tp, p.bytes, bw)  # (bus_eff replaces link_efficiency)
         return None
 
     def time_s(self, p: ReferencePoint) -> float:

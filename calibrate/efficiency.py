@@ -11,6 +11,9 @@ file replaces that, for the ops it covers, with forms whose parameters were fitt
 * Decode attention: `launch + max(flops / (peak x e_c), bytes / (bandwidth x e_m))` (GQA paged; MLA).
 * Custom all-reduce (intra-node, below `max_bytes`): one-shot `lat + (p-1) S / B` or two-shot
   `2 lat + 2 (p-1)/p S / B`, whichever is faster, lat = a0 + a1 p; larger messages go to NCCL's ring.
+* NCCL all-reduce (Ampere, measured per node type): by message size, segments `floor + 2 (p-1)/p S / (B e)`
+  (B: the conf/hardware link; one segment per protocol/algorithm regime NCCL switches between), per hardware,
+  link (intra / inter node) and rank count.
 * EP all-to-all: DeepEP normal (bandwidth fractions of NVLink / NIC) and low-latency (latency + bytes / B).
 * Elementwise kernels by kind (norm, add, act, rope): `floor + bytes / (bandwidth x e)` each; a layer runs them
   as the engines fuse them (`ElementwiseForm.layer_s`).
@@ -45,12 +48,18 @@ class GemmForm:
     layout_eff: tuple = ()     # ((layout, factor on compute_eff), ...) for grouped GEMMs
 
     def fill(self, m: float, n: float, groups: float = 1.0) -> float:
-        """Useful fraction of the tensor-core work: M padding to the tile and the last wave's idle SMs."""
+        """Useful fraction of the tensor-core work: M padding to the tile and the last wave's idle SMs, with the
+        N tile the kernel picks to fill the SMs (tile_n, /2, /4, /8: DeepGEMM-style kernels choose a narrower
+        block N when few tiles would leave SMs idle)."""
         tm = 64 if m <= 64 else self.tile_m
         tiles_m = _ceil(max(m, 1.0) / tm)
-        tiles = _ceil(groups) * tiles_m * _ceil(n / self.tile_n)
-        waves = _ceil(tiles / self.sms)
-        return (max(m, 1.0) / (tiles_m * tm)) * tiles / (waves * self.sms)
+        best = 0.0
+        for div in (1, 2, 4, 8):
+            tn = self.tile_n / div
+            tiles = _ceil(groups) * tiles_m * _ceil(n / tn)
+            waves = _ceil(tiles / self.sms)
+            best = max(best, (n / (_ceil(n / tn) * tn)) * tiles / (waves * self.sms))
+        return (max(m, 1.0) / (tiles_m * tm)) * best
 
     def time_s(self, m: float, n: float, k: float, flops: float, bytes_: float, peak: float, bw: float,
                groups: float = 1.0, layout: str = "", scale: float = 1.0) -> float:
@@ -106,6 +115,28 @@ class AllReduceForm:
 
 
 @dataclass(frozen=True)
+class NcclForm:
+    """NCCL all-reduce by message size: segments ((hardware, link, ranks, max_bytes, floor_s, bus_eff), ...),
+    sorted; a message takes the first segment of its (hardware, link, ranks) whose max_bytes it does not exceed."""
+
+    segments: tuple
+
+    def time_s(self, hardware: str, link: str, ranks: int, nbytes: float, link_bytes_per_s: float) -> float | None:
+        """Seconds, or None where no segment covers this hardware / link / rank count (the ring formula applies)."""
+        last = None
+        for hw, ln, p, max_bytes, floor_s, eff in self.segments:
+            if hw != hardware or ln != link or p != ranks:
+                continue
+            last = (floor_s, eff)
+            if nbytes <= max_bytes:
+                break
+        if last is None:
+            return None
+        floor_s, eff = last
+        return floor_s + 2.0 * (ranks - 1) / ranks * nbytes / (link_bytes_per_s * eff)
+
+
+@dataclass(frozen=True)
 class AllToAllForm:
     normal_intra_eff: float    # DeepEP normal kernels: fraction of the NVLink datasheet bandwidth
     normal_inter_eff: float    # ... of the NIC's
@@ -147,6 +178,7 @@ class Generation:
     all_to_all: AllToAllForm | None
     source: str
     elementwise: ElementwiseForm | None = None
+    nccl: NcclForm | None = None
 
     def gemm_form(self, compute: str) -> GemmForm | None:
         return self.gemm.get(compute) or self.gemm.get("bf16")
@@ -178,10 +210,17 @@ def load_generation(name: str | None) -> Generation | None:
     ew = d.get("elementwise") or {}
     kinds = tuple(sorted((str(k), float(_params(ew, k)["efficiency"]), float(_params(ew, k)["floor_s"]))
                          for k in ew if isinstance(ew[k], dict)))
+    segs = []
+    for hw, links in ((d.get("nccl_allreduce") or {}).get("segments") or {}).items():
+        for link, by_ranks in links.items():
+            for ranks, rows in by_ranks.items():
+                for r in rows:
+                    segs.append((str(hw), str(link), int(ranks), float(r["max_bytes"]), float(r["floor_s"]),
+                                 float(r["bus_eff"])))
     return Generation(str(d.get("generation", name)), gemm, make(PrefillForm, "attn_prefill"),
                       make(RooflineForm, "attn_decode"), make(RooflineForm, "attn_mla_decode"),
                       make(AllReduceForm, "allreduce"), make(AllToAllForm, "all_to_all"), str(path),
-                      ElementwiseForm(kinds) if kinds else None)
+                      ElementwiseForm(kinds) if kinds else None, NcclForm(tuple(sorted(segs))) if segs else None)
 
 
 def hardware_generation(source: str) -> str | None:

@@ -64,10 +64,16 @@ def nelder_mead(f, x0, iters: int = 3000, step: float = 0.2):
     return pts[int(np.argmin(vals))]
 
 
-def split(rows: list, key) -> tuple[list[int], list[int]]:
-    """(train, held-out) indices: rows sorted by `key`, every third from the second held out (ends kept)."""
+FOLDS = 3
+FOLD = 1   # which third is held out: 1 (the shipped fit), or 2, 0 (`calibrate.hopper_report`'s 3-fold errors)
+
+
+def split(rows: list, key, fold: int | None = None) -> tuple[list[int], list[int]]:
+    """(train, held-out) indices: rows sorted by `key`, every third held out (position j in 1..n-2 with
+    j % 3 == fold, default `FOLD`: from the second); the two ends are always fitted."""
+    fold = FOLD if fold is None else fold
     order = sorted(range(len(rows)), key=lambda i: key(rows[i]))
-    held = [order[j] for j in range(1, len(order) - 1) if j % 3 == 1]
+    held = [order[j] for j in range(1, len(order) - 1) if j % FOLDS == fold]
     return [i for i in order if i not in held], sorted(held)
 
 

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from calibrate import ops
-from calibrate.hopper_report import OUT_YAML, evaluate, report_md
+from calibrate.hopper_report import OUT_YAML, evaluate, evaluate_kfold, report_md
 from inferplan.specs import load_hardware
 from sim.core.cost.comm import Links
 from calibrate.efficiency import GemmForm, hardware_generation, load_generation
@@ -22,8 +22,8 @@ def fitted():
     return evaluate()
 
 
-def test_held_out_errors_meet_the_targets_and_beat_the_scalar_defaults(fitted):
-    _, lines = fitted
+def test_held_out_errors_meet_the_targets_and_beat_the_scalar_defaults():
+    _, lines = evaluate_kfold()
     assert len(lines) >= 10
     for r in lines:
         target = next(v for k, v in TARGETS.items() if r["op"].startswith(k))
@@ -51,8 +51,9 @@ def test_generation_tags_select_the_forms():
     assert hardware_generation(load_hardware("h100_sxm").source) == "hopper"
     assert hardware_generation(load_hardware("a100_80gb").source) == "ampere"
     assert load_generation("hopper") is not None
-    ampere = load_generation("ampere")  # elementwise kernels and attention (fitted on Vidur's A100 tables)
-    assert ampere is not None and ampere.elementwise is not None and not ampere.gemm
+    ampere = load_generation("ampere")  # GEMMs, elementwise kernels, attention, NCCL (fitted on Vidur's A100 tables)
+    assert ampere is not None and ampere.elementwise is not None and set(ampere.gemm) == {"bf16"}
+    assert ampere.gemm["bf16"].sms == 108 and ampere.nccl is not None
     assert ampere.attn_prefill is not None and ampere.attn_decode is not None and ampere.allreduce is None
     assert load_generation("none") is None and load_generation(None) is None and load_generation("ada") is None
 
@@ -76,7 +77,8 @@ def test_gemm_form_depends_on_shape_not_only_on_roofline():
     a = g.time_s(4096, 4096, 8192, *ops.gemm_work(4096, 4096, 8192, "fp8_block"), peak, bw)
     b = g.time_s(4096 * 16, 4096, 512, *ops.gemm_work(4096 * 16, 4096, 512, "fp8_block"), peak, bw)
     assert b > 1.2 * a
-    assert GemmForm(0.8, 0.0, 0.7, 0.0).fill(128, 128 * 133) == pytest.approx(133 / 264)
+    # 133 tiles of 128 need 2 waves (133/264); the kernel's best N tile: 16 wide, 1064 tiles in 9 waves
+    assert GemmForm(0.8, 0.0, 0.7, 0.0).fill(128, 128 * 133) == pytest.approx(1064 / 1188)
     # grouped masked runs slower than contiguous at the same work
     f, by = ops.moe_gemm_work(8 * 512, 8, 4096, 7168, "fp8_block")
     assert g.time_s(512, 4096, 7168, f, by, peak, bw, 8, "masked") > g.time_s(512, 4096, 7168, f, by, peak, bw, 8,
@@ -153,3 +155,28 @@ def test_overlap_is_limited_by_the_sms_communication_kernels_hold():
     assert shared.total_s > free.total_s
     assert shared.parts["moe_gemm"] == free.parts["moe_gemm"]  # compute reported in full either way
     assert shared.parts["communication"] > free.parts["communication"]
+
+
+def test_kfold_holds_every_interior_row_out_once_and_ships_fold_one(fitted):
+    from calibrate.hopper_fit import split
+
+    rows = list(range(11))  # 9 interior rows: thirds of 3, the two ends always fitted
+    held = [split(rows, lambda r: r, fold=f)[1] for f in (1, 2, 0)]
+    assert sorted(i for h in held for i in h) == list(range(1, 10))
+    assert held[0] == [1, 4, 7] and split(rows, lambda r: r)[1] == held[0]
+    params, lines = evaluate_kfold()
+    assert params == fitted[0]
+    one = {(r["op"], r["table"]): r["n"] for r in fitted[1]}
+    for r in lines:  # more rows than one fold's; the fixed-split tables once
+        fixed = r["op"].startswith(("attn_decode", "EP all-to-all"))
+        assert r["n"] == one[(r["op"], r["table"])] if fixed else r["n"] > one[(r["op"], r["table"])]
+
+
+def test_gemm_fill_picks_the_narrower_n_tile_that_fills_the_sms():
+    f = GemmForm(0.9, 0.0, 0.7, 0.0, tile_m=128, tile_n=128, sms=132)
+    # M=128, N=2112: 17 tiles of 128 fill 17/132 SMs; 33 of 64 -> 33/132; 66 of 32 -> 66/132; 132 of 16 -> all
+    assert f.fill(128, 2112) == pytest.approx(1.0)
+    # N=16384: 128 tiles of 128 (one wave, 128/132) beat 256 of 64 (two waves, 256/264)
+    assert f.fill(128, 16384) == pytest.approx(max(128 / 132, 256 / 264, 512 / 528, 1024 / 1056))
+    # M padding stays: 100 rows in a 128-row tile
+    assert f.fill(100, 16896) == pytest.approx(100 / 128 * 1.0)

@@ -4,6 +4,8 @@
   when tp <= devices_per_node. Where the hardware's generation has a fitted custom all-reduce
   (`calibrate.efficiency.AllReduceForm`, Hopper), intra-node messages up to its `max_bytes` take the faster of
   one-shot and two-shot (as vLLM / SGLang do below their custom all-reduce size limit); larger ones the ring.
+  Where it has NCCL segments for this hardware, link and rank count (`calibrate.efficiency.NcclForm`, Ampere:
+  fitted on Vidur's A100 tables), those replace the ring: a floor plus the bus bandwidth of each size regime.
 * EP kernels (`communication.ep_kernel_prefill` / `ep_kernel_decode`): `generic` = the split below at
   `link_efficiency`; `deepep_normal` = the same split at DeepEP normal kernels' measured fractions of NVLink and
   NIC bandwidth, with node de-duplication; `deepep_low_latency` = DeepEP's low-latency kernels: a fixed latency
@@ -42,6 +44,7 @@ class Links:
         self.hw, self.tp, self.ep, self.pp = hw, tp, ep, pp
         self.custom_ar = generation.allreduce if generation is not None and tp <= hw.devices_per_node else None
         self.deepep = generation.all_to_all if generation is not None else None
+        self.nccl = generation.nccl if generation is not None else None
         dpn = hw.devices_per_node
         intra = Link(hw.intra_node_bandwidth_bytes_per_s * link_efficiency, hw.intra_node_latency_s)
         inter = Link(hw.inter_node_bandwidth_bytes_per_s * link_efficiency, hw.inter_node_latency_s)
@@ -49,6 +52,9 @@ class Links:
         ar = self.ar_scale = scale.get("allreduce", 1.0)
         base = intra if tp <= dpn else inter
         self.tp_link = Link(base.bytes_per_s * ar, base.latency_s)
+        self.tp_link_kind = "intra" if tp <= dpn else "inter"
+        raw = hw.intra_node_bandwidth_bytes_per_s if tp <= dpn else hw.inter_node_bandwidth_bytes_per_s
+        self.tp_raw_bytes_per_s = raw * ar  # (the NCCL segments' bus_eff replaces link_efficiency)
         self.a2a_scale = scale.get("all_to_all", 1.0)
         self.pp_link = intra if stage_devices * pp <= dpn else inter
         self.node_devices = min(ep, dpn)
@@ -61,6 +67,11 @@ class Links:
         ar = self.custom_ar
         if ar is not None and nbytes <= ar.max_bytes:
             return ar.time_s(nbytes / self.ar_scale, self.tp)
+        nccl = self.nccl
+        if nccl is not None:
+            t = nccl.time_s(self.hw.name, self.tp_link_kind, self.tp, nbytes, self.tp_raw_bytes_per_s)
+            if t is not None:
+                return t
         return ops.allreduce_s(nbytes, self.tp, self.tp_link.bytes_per_s, self.tp_link.latency_s)
 
     def all_to_all_s(self, rows: float, elem_bytes: float, top_k: int, node_dedup: bool,
