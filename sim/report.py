@@ -12,11 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sim.results.text import SLO_LABEL, finding_lines, mark, target, wrap
-from sim.terminal import WIDTH
-
-
-def _ms(x) -> str:
-    return "-" if x is None or x != x else f"{x * 1e3:,.1f}"
+from sim.terminal import WIDTH, ms
 
 
 def _mark(met) -> str:
@@ -91,8 +87,8 @@ def print_summary(s: dict, run_dir: Path | str) -> None:
     t.add_column("SLO (p99)", justify="right")
     for key, tgt in (("ttft", slo["ttft_p99_s"]), ("tpot", slo["tpot_p99_s"]), ("e2e", None)):
         v = lat[key]
-        verdict = "" if tgt is None else f"{_ms(tgt)} {_mark(slo['met'].get(key + '_p99'))}"
-        t.add_row(f"{key}_ms", _ms(v["p50"]), _ms(v["p90"]), _ms(v["p99"]), _ms(v["mean"]), verdict)
+        verdict = "" if tgt is None else f"{ms(tgt)} {_mark(slo['met'].get(key + '_p99'))}"
+        t.add_row(f"{key}_ms", ms(v["p50"]), ms(v["p90"]), ms(v["p99"]), ms(v["mean"]), verdict)
     say(t)
     vt, target_lines = verdict_table(s.get("verdict") or [])
     if vt is not None:

@@ -25,6 +25,11 @@ def knob_header(key: str) -> str:
     return f"{head} {last.replace('_', ' ')}".strip()
 
 
+def ms(x) -> str:
+    """Seconds as milliseconds with one decimal; `-` for a missing value (None or NaN)."""
+    return "-" if x is None or x != x else f"{x * 1e3:,.1f}"
+
+
 def served_percent(x) -> str:
     """A served fraction in percent with three decimals, truncated, not rounded (99.9995% must not read 100)."""
     return "-" if x is None or x != x else f"{math.floor(x * 1e5) / 1e3:.3f}"

@@ -9,7 +9,7 @@ from rich.console import Console
 
 from sim.plan.slo import SloCheck
 from sim.results.text import wrap
-from sim.terminal import compact_table, console as make_console, knob_header, served_percent
+from sim.terminal import compact_table, console as make_console, knob_header, ms, served_percent
 
 
 class PlanProgress:
@@ -44,10 +44,6 @@ class PlanProgress:
             self._bar.stop()
 
 
-def _ms(x) -> str:
-    return "-" if x is None else f"{x * 1e3:,.1f}"
-
-
 def _objective(x) -> str:
     """The objective in the table: cents from 10 up (the chosen line keeps four decimals), else 4 digits."""
     return "-" if x is None else (f"{x:,.2f}" if abs(x) >= 10 else f"{x:.4g}")
@@ -77,8 +73,8 @@ def print_plan(plan: dict, plan_path, width: int | None = None) -> None:
         mark = "← chosen" if c["id"] == chosen else ("frontier" if c["id"] in front else "")
         served = served_percent(c["served_fraction"])
         rows.append([str(c["id"]), *(str(c["overrides"].get(k, "")) for k in varying),
-                     _objective(c["objective"]), _ms(c["ttft_p99_s"]),
-                     _ms(c["tpot_p99_s"]), served, verdict, mark])
+                     _objective(c["objective"]), ms(c["ttft_p99_s"]),
+                     ms(c["tpot_p99_s"]), served, verdict, mark])
     heads = ["#", *(knob_header(k) for k in varying), plan["objective"], "TTFT P99 ms", "TPOT P99 ms", "served %",
              "SLOs", ""]
     t = compact_table(f"inferplan plan · {plan['scenario']} · cheapest by {plan['objective']}", heads, rows,

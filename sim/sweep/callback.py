@@ -17,11 +17,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from sim.sweep.table import parse_overrides, rows_from_folder, write_sweep
-from sim.terminal import compact_table, console, knob_header, served_percent
-
-
-def _ms(x) -> str:
-    return "-" if x is None or x != x else f"{x * 1e3:,.1f}"
+from sim.terminal import compact_table, console, knob_header, ms, served_percent
 
 
 def comparison_table(sweep_dir: Path, rows: list[dict]):
@@ -49,8 +45,8 @@ def comparison_table(sweep_dir: Path, rows: list[dict]):
         verdict = r["status"] if r["status"] != "completed" else ("met" if met else "missed" if met is False
                                                                   else "no data")
         out.append([str(r["job"]), *(str(overrides[r["job"]].get(k, "")) for k in varying),
-                    "-" if r.get("usd") is None else f"{r['usd']:,.2f}", _ms(r.get("ttft_p99_s")),
-                    _ms(r.get("tpot_p99_s")), served_percent(r.get("served_fraction")), verdict])
+                    "-" if r.get("usd") is None else f"{r['usd']:,.2f}", ms(r.get("ttft_p99_s")),
+                    ms(r.get("tpot_p99_s")), served_percent(r.get("served_fraction")), verdict])
     return compact_table(f"sweep · {len(rows)} jobs · cheapest first", heads, out,
                          left=tuple(range(1, 1 + len(varying))))
 

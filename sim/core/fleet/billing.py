@@ -30,7 +30,11 @@ def pool_billed_s(pool, at_s: float, granularity_s: float) -> float:
 def pool_usd(pool, at_s: float, granularity_s: float) -> float:
     """The one dollar rule: USD billed for one pool up to `at_s`. The bill (`pool_bill`, at the run's end) and
     the time series' `cost_usd` column (sim/core/metrics.py, at each sample) both read it."""
-    return pool_billed_s(pool, at_s, granularity_s) / 3600.0 * pool.usd_per_hour
+    return _usd(pool, pool_billed_s(pool, at_s, granularity_s))
+
+
+def _usd(pool, billed_s: float) -> float:
+    return billed_s / 3600.0 * pool.usd_per_hour
 
 
 def pool_bill(pool, end_s: float, granularity_s: float) -> dict:
@@ -42,7 +46,7 @@ def pool_bill(pool, end_s: float, granularity_s: float) -> dict:
         busy += inst.busy_s
     billed = pool_billed_s(pool, end_s, granularity_s)
     hw, dev = pool.hardware, pool.devices_per_instance
-    usd = pool_usd(pool, end_s, granularity_s)
+    usd = _usd(pool, billed)  # (= pool_usd(pool, end_s, granularity_s), without summing the instances twice)
     energy_kwh = dev * (hw.idle_power_w * alive + (hw.power_w - hw.idle_power_w) * busy) / 3.6e6
     device_h = dev * billed / 3600.0
     return {"usd": usd, "billed_instance_hours": billed / 3600.0, "device_hours": device_h,
