@@ -18,6 +18,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from calibrate.settings import CONFIG, Settings
 from inferplan.errors import InputError
+from inferplan.interrupts import unmasked_interrupts
 from inferplan.specs import CONF_DIR, available
 
 GROUPS = ("hardware", "model")
@@ -66,7 +67,8 @@ def compose_config(overrides: list[str]) -> DictConfig:
     """The composed configuration (with `hydra.runtime.choices`), or an `InputError`."""
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="calibrate"):
         try:
-            return compose(config_name="calibrate", overrides=list(overrides), return_hydra_config=True)
+            with unmasked_interrupts():
+                return compose(config_name="calibrate", overrides=list(overrides), return_hydra_config=True)
         except HydraException as err:
             raise _translate(err, overrides) from None
         except OmegaConfBaseException as err:

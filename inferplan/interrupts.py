@@ -60,10 +60,36 @@ def _raise(signum, frame) -> None:
     raise Interrupted(signum)
 
 
+def interrupt_behind(err: BaseException) -> Interrupted | None:
+    """The `Interrupted` that `err` was raised while handling, if any: library code whose cleanup fails when our
+    exception arrives mid-call (Hydra's config reader closes a file it never opened) replaces the interrupt with
+    an error of its own, which must not become a traceback."""
+    seen: set[int] = set()
+    e: BaseException | None = err
+    while e is not None and id(e) not in seen:
+        if isinstance(e, Interrupted):
+            return e
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return None
+
+
+@contextlib.contextmanager
+def unmasked_interrupts() -> Iterator[None]:
+    """Around a call into library code: an error that masks an `Interrupted` is raised as that interrupt."""
+    try:
+        yield
+    except Exception as err:
+        stop = interrupt_behind(err)
+        if stop is None:
+            raise
+        raise stop from None
+
+
 @contextlib.contextmanager
 def signals_raise() -> Iterator[None]:
-    """SIGINT and SIGTERM raise `Interrupted` inside the block."""
-    with _handlers(_raise):
+    """SIGINT and SIGTERM raise `Interrupted` inside the block (also where library code masks it)."""
+    with _handlers(_raise), unmasked_interrupts():
         yield
 
 

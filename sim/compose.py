@@ -10,6 +10,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from inferplan.errors import InputError
+from inferplan.interrupts import unmasked_interrupts
 from inferplan.specs import CONF_DIR, available
 
 GROUPS = ("scenario", "batching", "router", "autoscaler", "cost")
@@ -38,7 +39,7 @@ def compose_config(overrides: list[str] | None = None, config_name: str = "confi
     """The composed config for `overrides` (Hydra syntax), with Hydra's runtime fields left unresolved."""
     overrides = list(overrides or [])
     try:
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        with unmasked_interrupts(), initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
             cfg = compose(config_name=config_name, overrides=overrides)
     except (HydraException, OmegaConfBaseException, ValueError) as err:
         raise explain_hydra_error(err, overrides) from None

@@ -148,3 +148,25 @@ def test_an_slo_with_no_data_reads_no_data_never_met(capsys):
     table = capsys.readouterr().out
     ttft_row = next(line for line in table.splitlines() if "ttft_ms" in line)
     assert "no data" in ttft_row and "✓" not in ttft_row
+
+
+def test_an_error_that_masks_an_interrupt_is_raised_as_the_interrupt():
+    """Library code whose cleanup fails when our interrupt arrives mid-call (Hydra's config reader closes a file it
+    never opened: UnboundLocalError) must not turn Ctrl-C into a traceback; other errors pass unchanged."""
+    import signal as _signal
+
+    from inferplan.interrupts import Interrupted, unmasked_interrupts
+
+    def library_call():
+        try:
+            raise Interrupted(_signal.SIGTERM)   # the signal handler fires inside the library
+        finally:
+            raise UnboundLocalError("cannot access local variable 'f'")
+
+    with pytest.raises(Interrupted) as caught:
+        with unmasked_interrupts():
+            library_call()
+    assert caught.value.signum == _signal.SIGTERM and caught.value.exit_code == 143
+    with pytest.raises(ValueError, match="plain"):
+        with unmasked_interrupts():
+            raise ValueError("plain")
