@@ -274,14 +274,14 @@ class LayeredCostModel:
     def _mixed_step(self, b: BatchShape) -> StepCost | None:
         """A step with prefill chunks and decodes, priced from the form kept for its shape (b without its context
         sum) when its time is affine in the per-layer decode attention (`MixedForm`): only the decode attention
-        is priced anew. None when the shape is known to have no such form (the caller prices it in full)."""
+        is priced anew. The form's reference is the shape at context sum 0, whatever context came first, so the
+        cost depends on b alone (the `CostModel` contract), not on the order shapes were met in: a kept model
+        prices a later run as a fresh one would. None when the shape has no such form (priced in full)."""
         key = shape_key(b)
         if key not in self._forms:
-            total, parts, hidden, form = self._price(b, float(b.decode_ctx_sum), form=True)
             if len(self._forms) > 100_000:
                 self._forms.clear()
-            self._forms[key] = form
-            return StepCost(total_s=float(total), parts={k: float(parts[k]) for k in PARTS}, hidden_s=float(hidden))
+            self._forms[key] = self._price(b, 0.0, form=True)[3]
         form = self._forms[key]
         return None if form is None else form.at(b.decode_ctx_sum)
 
