@@ -7,6 +7,7 @@ The cluster calls `build_pool_pricing` once per pool; everything about how an it
 from __future__ import annotations
 
 import dataclasses
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from calibrate.profile import load_profile
@@ -24,6 +25,12 @@ from sim.core.cost.pricer import OpPricer
 from sim.core.cost.roofline import LayeredCostModel
 
 PROFILES_DIR = REPO_ROOT / "calibrate" / "profiles"
+# Cost models kept across runs in one process (a sweep's or the planner's worker runs configuration after
+# configuration), by the content of everything they are built from: a step's cost depends on its shape alone (the
+# CostModel contract, tests/cost/test_kept_models.py), so a kept model's priced shapes serve the next run exactly
+# as a fresh model would price them. Most recently used last; a few models of at most TABLE_ENTRIES entries each.
+KEPT_MODELS = 4
+_kept: OrderedDict[str, LayeredCostModel] = OrderedDict()
 
 
 def resolve_profile(setting: str, hw: HardwareSpec):
@@ -97,7 +104,34 @@ def build_pool_pricing(model: ModelSpec, hw: HardwareSpec, p: PoolConfig, cost_c
                           generation)
     except ValueError as err:
         raise InputError("conf/cost", "efficiency_scale", str(err), "give positive multipliers") from None
-    cost = LayeredCostModel(model, hw, pricer, tp=p.tp, weights_dtype=p.weights_dtype, kv_dtype=p.kv_dtype,
-                            step_overhead_s=cost_cfg.step_overhead_s, link_efficiency=cost_cfg.link_efficiency,
-                            deployment=dep, where=where)
+    cost = _cost_model(model, hw, pricer, p, cost_cfg, dep, where)
     return PoolPricing(cost, mem, dep.devices, link, hw.inter_node_latency_s, dep)
+
+
+def _cost_model(model: ModelSpec, hw: HardwareSpec, pricer: OpPricer, p: PoolConfig, cost_cfg: CostConfig,
+                dep: Deployment, where: str) -> LayeredCostModel:
+    """The pool's layered cost model: a kept one built from the same content, else a new one (kept)."""
+    key = repr((model, hw, pricer.generation, pricer.profile, sorted(cost_cfg.efficiency.items()), cost_cfg.launch_s,
+                sorted(cost_cfg.efficiency_scale.items()), cost_cfg.step_overhead_s, cost_cfg.link_efficiency,
+                p.tp, p.weights_dtype, p.kv_dtype, p.role, dep, where))
+    if " object at 0x" in key:  # something without a content repr: build afresh, keep nothing
+        return _new_cost_model(model, hw, pricer, p, cost_cfg, dep, where)
+    cost = _kept.get(key)
+    if cost is None:
+        cost = _kept[key] = _new_cost_model(model, hw, pricer, p, cost_cfg, dep, where)
+        while len(_kept) > KEPT_MODELS:
+            _kept.popitem(last=False)
+    _kept.move_to_end(key)
+    return cost
+
+
+def _new_cost_model(model: ModelSpec, hw: HardwareSpec, pricer: OpPricer, p: PoolConfig, cost_cfg: CostConfig,
+                    dep: Deployment, where: str) -> LayeredCostModel:
+    return LayeredCostModel(model, hw, pricer, tp=p.tp, weights_dtype=p.weights_dtype, kv_dtype=p.kv_dtype,
+                            step_overhead_s=cost_cfg.step_overhead_s, link_efficiency=cost_cfg.link_efficiency,
+                            deployment=dep, where=where, role=p.role)
+
+
+def forget_kept_models() -> None:
+    """Drop the cost models kept across runs (tests that compare a fresh model with a kept one)."""
+    _kept.clear()

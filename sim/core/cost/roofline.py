@@ -66,12 +66,13 @@ def _share(n: int, ranks: int) -> float:
 class LayeredCostModel:
     """Prices an iteration of one instance of `model` on `hw`, laid out by `deployment` (default: one replica on
     `tp` devices, every weight in `weights_dtype`). Attention reads KV in `kv_dtype`; `link_efficiency` scales the
-    datasheet links for collectives."""
+    datasheet links for collectives. `role` (the pool's: unified, prefill or decode) says which steps it prices.
+    """
 
     def __init__(self, model: ModelSpec, hw: HardwareSpec, pricer: OpPricer, *, tp: int = 1,
                  weights_dtype: str = "bf16", kv_dtype: str = "bf16", step_overhead_s: float = 0.0,
                  link_efficiency: float = 1.0, deployment: Deployment | None = None,
-                 host: HostOverhead | None = None, where: str = "cost model") -> None:
+                 host: HostOverhead | None = None, where: str = "cost model", role: str = "unified") -> None:
         if tp < 1:
             raise ValueError("tp must be >= 1")
         dep = deployment or parse_deployment(None, tp=tp, weights_dtype=weights_dtype, where=where)
@@ -99,6 +100,15 @@ class LayeredCostModel:
         self._forms: dict[tuple, MixedForm | None] = {}  # mixed shapes without their context sum
         self._attention: dict[tuple, ContextValues] = {}  # decode attention by (decode work, context factor)
         self.steps = StepTables(self._price, self._price_step)  # kept step costs (context tables, exact shapes)
+        # Which ops are priced from where (`describe`) is a property of the configuration, not of the traffic met
+        # so far: one step of the pool's role (a prefill chunk and/or a decode) resolves every op it can use.
+        if role not in ("unified", "prefill", "decode"):
+            raise ValueError(f"role must be unified, prefill or decode, not {role!r}")
+        chunk = BatchShape(prefill_seqs=1, prefill_tokens=64, prefill_q_sq_sum=64 * 65 // 2, prefill_kv_tokens=64,
+                           sampled_seqs=1)
+        probe = {"prefill": chunk, "decode": BatchShape(decode_seqs=1, sampled_seqs=1),
+                 "unified": chunk._replace(decode_seqs=1, sampled_seqs=2)}[role]
+        self._price(probe, 512.0 if probe.decode_seqs else 0.0)
 
     @property
     def kind(self) -> str:
