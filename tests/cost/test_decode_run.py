@@ -110,17 +110,17 @@ def test_mixed_steps_priced_from_a_kept_form_equal_full_pricing(name):
         assert got.hidden_s == pytest.approx(float(hidden), rel=1e-12, abs=1e-18), (name, ctx)
         for k in PARTS:
             assert got.parts[k] == pytest.approx(float(parts[k]), rel=1e-12, abs=1e-15), (name, ctx, k)
-    affine = [k for k, f in cost._forms.items() if f is not None]
+    affine = [k for k, f in cost.steps.forms.items() if f is not None]
     assert bool(affine) == (name in {"gqa", "tp2_fp8_kv", "dp3_odd", "int4_ffn", "moe_ep_stat", "moe_zipf_redundant",
                                      "moe_cold", "gqa_sparse_fp8", "eager_launch_bound", "measured_gqa_dp"}), name
 
 
 def test_context_tables_extend_both_ways_and_stay_within_their_budget():
     """Runs read from tables that are extended above and below and evicted least recently used first still
-    equal step_cost element by element; the tables never hold more than TABLE_ENTRIES entries in all."""
+    equal step_cost element by element; the tables never hold more than half of KEPT_VALUES floats in all."""
     cost = model(GQA, deployment={"host": {"cuda_graphs": False, "kernel_launch_host_s": 5e-4}})
     kept = cost.steps
-    kept.max_entries = 20_000
+    kept.max_values = 40_000
     runs = [(8, 2_000, 50), (8, 1_900, 20), (8, 2_300, 100), (8, 20_000, 50), (8, 100, 40), (8, 9_000, 300), (3, 50, 10), (8, 30_000, 20), (5, 4_000, 100),
             (8, 100, 5), (64, 64 * 300, 30)]
     spans = []
@@ -136,7 +136,7 @@ def test_context_tables_extend_both_ways_and_stay_within_their_budget():
     assert spans[1][0] < spans[0][0] and spans[1][1] == spans[0][1]  # extended below
     assert spans[2][0] == spans[1][0] and spans[2][1] > spans[1][1]  # then above
     assert [key[5] for key in kept.tables] == [3, 5, 8, 64]  # least recently used first
-    kept.max_entries = 6_000
+    kept.max_values = 12_000
     totals, _ = cost.decode_run(decode(2, 1_000), 30)
     assert totals[-1] == cost.step_cost(decode(2, 1_029)).total_s
     assert [key[5] for key in kept.tables][-1] == 2 and 3 not in [key[5] for key in kept.tables]

@@ -28,7 +28,7 @@ PROFILES_DIR = REPO_ROOT / "calibrate" / "profiles"
 # Cost models kept across runs in one process (a sweep's or the planner's worker runs configuration after
 # configuration), by the content of everything they are built from: a step's cost depends on its shape alone (the
 # CostModel contract, tests/cost/test_kept_models.py), so a kept model's priced shapes serve the next run exactly
-# as a fresh model would price them. Most recently used last; a few models of at most TABLE_ENTRIES entries each.
+# as a fresh model would price them. Most recently used last; a few models, each within its step cache's bound (tables.KEPT_VALUES).
 KEPT_MODELS = 4
 _kept: OrderedDict[str, LayeredCostModel] = OrderedDict()
 

@@ -126,10 +126,9 @@ class OpPricer:
         entry = self._cache.get((op, dtype)) or self._resolve(op, dtype)
         curve, peak, bw = entry
         scale = self.efficiency_scale.get(op, 1.0)
-        roof = max(flops / peak, bytes_ / bw) / scale  # (calibrate.ops.roofline_s, inline: this runs per op priced)
-        if len(curve.roofline_s) == 1:  # (the one-knot curves of the defaults: EfficiencyCurve.time_s, inline)
-            return curve.launch_s + roof / curve.efficiency[0] if roof > 0.0 else curve.launch_s
-        return curve.time_s(roof)
+        if len(curve.roofline_s) == 1:
+            return _one_knot_s(curve, peak, bw, scale, flops, bytes_)
+        return curve.time_s(max(flops / peak, bytes_ / bw) / scale)
 
     def time_s_array(self, op: str, dtype: str, flops, bytes_):
         """Seconds of `op` over arrays of work, elementwise; used to price runs of decode steps. A step priced alone
@@ -149,8 +148,7 @@ class OpPricer:
         curve, peak, bw = entry
         scale = self.efficiency_scale.get(op, 1.0)
         if len(curve.roofline_s) == 1 and not isinstance(flops, np.ndarray) and not isinstance(bytes_, np.ndarray):
-            roof = max(flops / peak, bytes_ / bw) / scale
-            return curve.launch_s + roof / curve.efficiency[0] if roof > 0 else curve.launch_s
+            return _one_knot_s(curve, peak, bw, scale, flops, bytes_)
         if not isinstance(flops, np.ndarray) and not isinstance(bytes_, np.ndarray):
             return float(self.time_s_array(op, dtype, np.array([flops], dtype=np.float64),
                                            np.array([bytes_], dtype=np.float64))[0])
@@ -167,3 +165,10 @@ class OpPricer:
         if self.measured and self.analytical:
             return "mixed"
         return "measured" if self.measured else "analytical"
+
+
+def _one_knot_s(curve: EfficiencyCurve, peak: float, bw: float, scale: float, flops: float, bytes_: float) -> float:
+    """A one-knot curve (the analytical defaults) at one op's work: launch + roofline / efficiency, in plain floats
+    (`EfficiencyCurve.time_s` and the array path are the same IEEE operations; this runs for every op priced)."""
+    roof = max(flops / peak, bytes_ / bw) / scale
+    return curve.launch_s + roof / curve.efficiency[0] if roof > 0.0 else curve.launch_s

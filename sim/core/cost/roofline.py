@@ -24,8 +24,7 @@ decode context changes between its steps, and step_cost(b) is the same call with
 from __future__ import annotations
 
 import math
-from typing import Any
-
+from typing import NamedTuple
 import numpy as np
 
 from inferplan.specs import HardwareSpec, ModelSpec
@@ -35,27 +34,20 @@ from sim.core.cost.deployment import Deployment, parse_deployment
 from sim.core.cost.host import HostOverhead, resolve_host
 from sim.core.cost.layers import COMPUTE_PARTS, LayerCost, LayerPricer, Work
 from sim.core.cost.layout import build_layout
+from sim.core.cost.percontext import PerContext, larger, pick, smaller
 from sim.core.cost.pricer import OpPricer
-from sim.core.cost.tables import ContextValues, MixedForm, StepTable, StepTables, shape_key
+from sim.core.cost.tables import MixedForm, StepCache, StepTable
 
 
-def _max(a, b):
-    """max for floats or arrays (elementwise); the same IEEE result either way."""
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        return np.maximum(a, b)
-    return a if a >= b else b
+class Composed(NamedTuple):
+    """One composition: the iteration's total, its parts (PARTS), hidden communication, the GPU time the host
+    overhead was priced against, and the kernel launches it counted (floats, or arrays over context sums)."""
 
-
-def _min(a, b):
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        return np.minimum(a, b)
-    return a if a <= b else b
-
-
-def _where(cond, a, b):
-    if isinstance(cond, np.ndarray):
-        return np.where(cond, a, b)
-    return a if cond else b
+    total: PerContext
+    parts: dict[str, PerContext]
+    hidden: PerContext
+    gpu: PerContext
+    launches: int
 
 
 def _share(n: int, ranks: int) -> float:
@@ -97,9 +89,7 @@ class LayeredCostModel:
         self.acceptance = () if dep.mtp is None else dep.mtp.acceptance
         self._dense_layers = any(st.dense_layers for st in self.lay.stages)
         self._moe_layers = any(st.moe_layers for st in self.lay.stages)
-        self._forms: dict[tuple, MixedForm | None] = {}  # mixed shapes without their context sum
-        self._attention: dict[tuple, ContextValues] = {}  # decode attention by (decode work, context factor)
-        self.steps = StepTables(self._price, self._price_step)  # kept step costs (context tables, exact shapes)
+        self.steps = StepCache(self._price, self._price_step, self._mixed_form)  # every kept step cost
         # Which ops are priced from where (`describe`) is a property of the configuration, not of the traffic met
         # so far: one step of the pool's role (a prefill chunk and/or a decode) resolves every op it can use.
         if role not in ("unified", "prefill", "decode"):
@@ -156,7 +146,7 @@ class LayeredCostModel:
         head_rows = (fs * b.sampled_seqs + fd * b.decode_seqs * (q - 1)) * g
         return main, drafts, fd * g, head_rows, rank_tokens
 
-    def _overlapped(self, lc: LayerCost, u: int) -> tuple[dict, Any]:
+    def _overlapped(self, lc: LayerCost, u: int) -> tuple[dict[str, PerContext], PerContext]:
         """One layer's parts for u pieces: compute in full; `communication` = the exposed communication (all of
         it without overlap; max(2c + 2x f, 2x) - 2c with two micro-batches, f = comm_sms / sms: while a
         communication kernel runs it holds that share of the SMs, so compute under it loses x f) plus the host
@@ -164,18 +154,23 @@ class LayeredCostModel:
         parts = dict(lc.compute) if u == 1 else {k: u * lc.compute[k] for k in COMPUTE_PARTS}
         if u == 2:
             c = lc.compute_s()
-            exposed, fill = _max(2 * c + 2 * lc.comm_s * self.sm_frac, 2 * lc.comm_s) - 2 * c, _min(c, lc.comm_s)
+            exposed, fill = larger(2 * c + 2 * lc.comm_s * self.sm_frac, 2 * lc.comm_s) - 2 * c, smaller(c, lc.comm_s)
         else:
             exposed, fill = lc.comm_s, 0.0
         parts["communication"] = exposed + u * lc.fetch_s
         return parts, fill
 
-    def _stage(self, st, kinds: dict, draft: list, head_s: float, u: int):
+    def _stage(self, st, dense: LayerCost | None, moe: LayerCost | None, draft: list, head_s: float, u: int):
         """(parts, hidden communication, launches) of one micro-batch slot of stage `st`."""
-        parts: dict[str, Any] = dict.fromkeys(COMPUTE_PARTS + ("communication",), 0.0)
+        parts: dict[str, PerContext] = dict.fromkeys(COMPUTE_PARTS + ("communication",), 0.0)
         comm_work, fetch, launches = 0.0, 0.0, 0
-        layers = [(kinds[kind], n, kind == (st.moe_layers > 0))
-                  for kind, n in ((False, st.dense_layers), (True, st.moe_layers)) if n]
+        layers: list[tuple[LayerCost, int, bool]] = []  # (layer, how many, takes the stage's fill)
+        if st.dense_layers:
+            assert dense is not None
+            layers.append((dense, st.dense_layers, st.moe_layers == 0))
+        if st.moe_layers:
+            assert moe is not None
+            layers.append((moe, st.moe_layers, True))
         if st.last:
             parts["dense_gemm"] = u * head_s
             launches += u
@@ -192,108 +187,93 @@ class LayeredCostModel:
             comm_work = comm_work + n * u * lc.comm_s
             fetch += n * u * lc.fetch_s
             launches += n * u * lc.launches
-        return parts, _max(0.0, comm_work - (parts["communication"] - fetch)), launches
+        return parts, larger(0.0, comm_work - (parts["communication"] - fetch)), launches
 
-    def _price(self, b: BatchShape, ctx, form: bool = False):
-        """(total, parts, hidden communication) of shape b with decode_ctx_sum = ctx: floats for one context, arrays
-        (elementwise the same arithmetic) for an array of contexts. With `form`, a fourth item: the `MixedForm`
-        of b's shape when its time is affine in the per-layer decode attention, else None."""
-        dep, lay, lp = self.dep, self.lay, self.layers
-        q = 1 + self.draft_tokens
+    def _pieces(self, b: BatchShape) -> int:
+        """Micro-batches per pipeline slot: 2 under two-micro-batch overlap (when the rank has 2 tokens to split), else 1."""
+        dep, q = self.dep, 1 + self.draft_tokens
         rank_est = _share(b.prefill_seqs, dep.dp) * b.prefill_tokens + _share(b.decode_seqs, dep.dp) * b.decode_seqs * q
-        u = 2 if dep.communication.overlap == "two_micro_batches" and rank_est >= 2 else 1
-        mb = dep.micro_batches
+        return 2 if dep.communication.overlap == "two_micro_batches" and rank_est >= 2 else 1
+
+    def _price(self, b: BatchShape, ctx: PerContext) -> tuple[PerContext, dict[str, PerContext], PerContext]:
+        """(total, parts, hidden communication) of shape b with decode_ctx_sum = ctx: floats for one context, arrays
+        (elementwise the same arithmetic) for an array of contexts."""
+        c = self._compose(b, ctx)
+        return c.total, c.parts, c.hidden
+
+    def _compose(self, b: BatchShape, ctx: PerContext) -> Composed:
+        """The layer composition of shape b at decode context sum(s) ctx (module doc, steps 1-6)."""
+        dep, lay, lp = self.dep, self.lay, self.layers
+        u, mb = self._pieces(b), dep.micro_batches
         main, drafts, ctx_factor, head_rows, rank_tokens = self._works(b, mb * u)
         ctx = ctx * ctx_factor
-        kinds = {}
-        if self._dense_layers:
-            kinds[False] = lp.layer(main, ctx, moe=False)
-        if self._moe_layers:
-            kinds[True] = lp.layer(main, ctx, moe=True)
+        dense = lp.layer(main, ctx, moe=False) if self._dense_layers else None
+        moe = lp.layer(main, ctx, moe=True) if self._moe_layers else None
         draft = [(lp.layer(w, ctx, moe=self.m.moe is not None), lp.eh_proj(w.tokens) + lp.lm_head(rows))
                  for w, rows in drafts]
         head_s = lp.lm_head(head_rows)
-        best: Any = None  # (Any: floats for one context, arrays over a run's contexts)
+        best: tuple[PerContext, dict[str, PerContext], PerContext, int] | None = None
         for st in lay.stages:
-            parts, hidden, launches = self._stage(st, kinds, draft, head_s, u)
-            t: Any = 0.0
+            parts, hidden, launches = self._stage(st, dense, moe, draft, head_s, u)
+            t: PerContext = 0.0
             for k in parts:
                 t = t + parts[k]
             if best is None:
                 best = (t, parts, hidden, launches)
             else:  # the slowest stage sets the slot, step by step
                 slower = t > best[0]
-                best = (_where(slower, t, best[0]), {k: _where(slower, parts[k], best[1][k]) for k in parts},
-                        _where(slower, hidden, best[2]), max(launches, best[3]))
+                best = (pick(slower, t, best[0]), {k: pick(slower, parts[k], best[1][k]) for k in parts},
+                        pick(slower, hidden, best[2]), max(launches, best[3]))
         assert best is not None  # (a layout has at least one stage)
         _, parts, hidden, launches = best
         slots = mb + (dep.pp - 1 if dep.pp_bubble else 0)
         send = self.links.pp_send_s(main.tokens * u * self.m.hidden_size * 2.0)
         out = {k: slots * v for k, v in parts.items()}
         out["communication"] = out["communication"] + slots * send
-        gpu: Any = 0.0
+        gpu: PerContext = 0.0
         for k in COMPUTE_PARTS + ("communication",):
             gpu = gpu + out[k]
         out["overhead"] = self.host.seconds(slots * launches, gpu, rank_tokens)
-        total: Any = 0.0
+        total: PerContext = 0.0
         for k in PARTS:
             total = total + out[k]
-        if not form:
-            return total, out, slots * hidden
-        # One stage, no overlap, no drafts: every layer adds the same decode attention a to its attention part
-        # and nothing else depends on it, so gpu time and the attention part move by slots x layers x a.
-        affine = u == 1 and len(lay.stages) == 1 and not drafts and b.decode_seqs > 0
-        st = lay.stages[0]
-        if not affine:
-            return total, out, slots * hidden, None
-        return total, out, slots * hidden, MixedForm(
-            self._attention_values(main, ctx_factor), float(lp.decode_attention(main, ctx)),
-            slots * (st.dense_layers + st.moe_layers), {k: float(out[k]) for k in PARTS}, float(gpu),
-            float(slots * hidden), self.host, slots * launches, rank_tokens)
+        return Composed(total, out, slots * hidden, gpu, slots * launches)
 
-    def _attention_values(self, main: Work, ctx_factor: float) -> ContextValues:
-        """The per-layer decode attention of `main`'s decodes at each decode context sum (shared by the mixed forms
-        with the same decode work)."""
-        key = (main.decode_seqs, main.queries, ctx_factor)
-        values = self._attention.get(key)
-        if values is None:
-            if len(self._attention) > 10_000:
-                self._attention.clear()
-            w, lp = main, self.layers
-            values = self._attention[key] = ContextValues(lambda ctx_sums: lp.decode_attention(w, ctx_sums * ctx_factor))
-        return values
+    def _attention_values(self, main: Work, ctx_factor: float):
+        """The per-layer decode attention of `main`'s decodes at each decode context sum (kept in the step cache,
+        shared by the mixed forms with the same decode work)."""
+        w, lp = main, self.layers
+        return self.steps.attention_values((main.decode_seqs, main.queries, ctx_factor),
+                                           lambda ctx_sums: lp.decode_attention(w, ctx_sums * ctx_factor))
 
     # -- the CostModel surface --------------------------------------------------------------------------------
     def step_cost(self, b: BatchShape) -> StepCost:
-        """The iteration's cost. Decode-only shapes read their context table (what runs read); mixed shapes use
-        their kept form where they have one; the rest is kept by exact shape (`sim.core.cost.tables`)."""
+        """The iteration's cost, from the step cache (`sim.core.cost.tables.StepCache`): decode-only shapes read
+        their context table (what runs read), mixed shapes their form where they have one, the rest is priced in
+        full once per shape."""
         return self.steps.step_cost(b)
 
     def _price_step(self, b: BatchShape) -> StepCost:
-        """A shape the tables do not hold: a mixed shape from its form (mixed shapes rarely repeat exactly, so they
-        are not kept), else priced in full and kept by exact shape."""
-        if b.decode_seqs and b.prefill_seqs:
-            cost = self._mixed_step(b)
-            if cost is not None:
-                return cost
+        """One step priced in full (the layer composition at its context sum)."""
         total, parts, hidden = self._price(b, float(b.decode_ctx_sum))
-        cost = StepCost(total_s=float(total), parts={k: float(parts[k]) for k in PARTS}, hidden_s=float(hidden))
-        self.steps.keep(b, cost)
-        return cost
+        return StepCost(total_s=float(total), parts={k: float(parts[k]) for k in PARTS}, hidden_s=float(hidden))
 
-    def _mixed_step(self, b: BatchShape) -> StepCost | None:
-        """A step with prefill chunks and decodes, priced from the form kept for its shape (b without its context
-        sum) when its time is affine in the per-layer decode attention (`MixedForm`): only the decode attention
-        is priced anew. The form's reference is the shape at context sum 0, whatever context came first, so the
-        cost depends on b alone (the `CostModel` contract), not on the order shapes were met in: a kept model
-        prices a later run as a fresh one would. None when the shape has no such form (priced in full)."""
-        key = shape_key(b)
-        if key not in self._forms:
-            if len(self._forms) > 100_000:
-                self._forms.clear()
-            self._forms[key] = self._price(b, 0.0, form=True)[3]
-        form = self._forms[key]
-        return None if form is None else form.at(b.decode_ctx_sum)
+    def _mixed_form(self, b: BatchShape) -> MixedForm | None:
+        """The form of a mixed shape (prefill chunks and decodes: b without its context sum) when its time is affine
+        in the per-layer decode attention (`MixedForm`: only the decode attention is priced anew), else None.
+        Its reference is the shape at context sum 0, whatever context came first, so a step's cost depends on b
+        alone (the `CostModel` contract), not on the order shapes were met in."""
+        # One stage, no overlap, no drafts: every layer adds the same decode attention a to its attention part
+        # and nothing else depends on it, so gpu time and the attention part move by slots x layers x a.
+        dep, lay = self.dep, self.lay
+        if self._pieces(b) != 1 or len(lay.stages) != 1 or self.draft_tokens or not b.decode_seqs:
+            return None
+        main, _, ctx_factor, _, rank_tokens = self._works(b, dep.micro_batches)
+        ref = self._compose(b, 0.0)
+        slots, st = dep.micro_batches + (dep.pp - 1 if dep.pp_bubble else 0), lay.stages[0]
+        return MixedForm(self._attention_values(main, ctx_factor), float(self.layers.decode_attention(main, 0.0)),
+                         slots * (st.dense_layers + st.moe_layers), {k: float(ref.parts[k]) for k in PARTS},
+                         float(ref.gpu), float(ref.hidden), self.host, ref.launches, rank_tokens)
 
     def decode_steps(self, b: BatchShape, steps: int) -> tuple[StepTable, int, int]:
         """A run of `steps` decode-only iterations of the same sequences, the first of shape b, every context one

@@ -1,12 +1,18 @@
-"""Step costs kept for reuse, read for every iteration the simulator plans.
+"""The one cache of step costs, read for every iteration the simulator plans (`StepCache`).
 
-Per decode-only shape (a `BatchShape` without its context sum) a `StepTable` holds the step costs over a window
-of context sums; a run of decode iterations whose contexts grow by one token per sequence per step is a strided
-slice of it (`decode_steps`), and the simulator sums its times in compiled loops, without per-run arrays. Shapes
-with prefill chunks are kept by exact shape, or, for mixed shapes (prefill chunks and decodes), as a `MixedForm`
-whose only context-dependent term, the decode attention, is read from `ContextValues`. `StepTables` owns the
-caches; the pricing itself comes from the cost model through callbacks (`sim.core.cost.roofline`). Compiled with mypyc
-(setup.py).
+Everything it keeps is a pure function of a shape (`CostModel` contract): which shapes were met before, and in
+which order, changes only how much is priced, never a value. So one model can serve many runs (a worker's sweep,
+`sim.core.cost.factory`) and eviction only costs re-pricing. It keeps, under one key type (`ShapeKey`: a
+`BatchShape`'s fields but its decode context sum) and one bound (`KEPT_VALUES` floats in all):
+
+* decode-only shapes: a `StepTable` of step costs over a window of context sums; a run of decode iterations whose
+  contexts grow by one token per sequence per step is a strided slice of it (`decode_steps`), summed in compiled
+  loops without per-run arrays;
+* mixed shapes (prefill chunks and decodes): a `MixedForm`, whose only context-dependent term, the decode
+  attention, is read from `ContextValues` shared by the forms with the same decode work;
+* the rest (prefill-only shapes): the `StepCost` by shape (their context sum is 0).
+
+The pricing itself comes from the cost model through callbacks (`sim.core.cost.roofline`). Compiled with mypyc.
 """
 from __future__ import annotations
 
@@ -18,17 +24,20 @@ import numpy as np
 
 from sim.core.cost.base import PARTS, BatchShape, StepCost
 
-# Entries held in all tables of one cost model (each: a Python float for the total, 32 bytes with its list slot,
-# plus 8 bytes per part that varies with the context: 40-56 MB at most; larger caps were measured no faster on
-# ecommerce_peak and deepseek_v3_day).
-TABLE_ENTRIES = 1 << 20
+# Floats kept by one cost model's cache, all kinds together: a table or a context window counts its width, a kept
+# step cost, form or window shell counts PER_SHAPE (a StepCost is about 0.5 kB: a dict of seven floats). Each float
+# is 32-40 bytes with its list slot and varying parts: about 60 MB at most; larger caps were measured no faster on
+# ecommerce_peak and deepseek_v3_day.
+KEPT_VALUES = 1 << 21
+PER_SHAPE = 16
 _N_PARTS: Final = len(PARTS)
-EXACT_ENTRIES = 200_000  # shapes kept by exact shape (prefill chunks rarely repeat exactly)
+
+# A BatchShape without its decode context sum (fields 0-5 and 7): what everything is kept under. A plain tuple of
+# ints, made by `shape_key` (slicing or NamedTuple `_replace` is slower; it is made for every iteration planned).
+ShapeKey = tuple[int, int, int, int, int, int, int]
 
 
-def shape_key(b: BatchShape) -> tuple:
-    """b without its context sum: what a decode shape's table, or a mixed shape's form, is kept under (a plain
-    tuple of typed items: slicing or `_replace` is slower, and this runs for every iteration planned)."""
+def shape_key(b: BatchShape) -> ShapeKey:
     return (b[0], b[1], b[2], b[3], b[4], b[5], b[7])
 
 
@@ -134,34 +143,64 @@ def _strided_sum(values: Any, first: int, stride: int, n: int) -> float:
     return float(values[first:first + n * stride:stride].sum())
 
 
-class StepTables:
-    """A cost model's kept step costs: context tables for decode-only shapes and exact shapes for the rest.
+class StepCache:
+    """A cost model's kept step costs (see the module doc): tables of decode-only shapes, forms of mixed shapes, the
+    decode attention they share, and prefill-only step costs, all by `ShapeKey`, within `max_values` floats.
 
     `price_contexts(shape, contexts)` prices `shape` at an array of context sums ((total, parts, hidden), arrays or
-    floats); `price_step(shape)` prices any shape not kept (the cost model may `keep` it)."""
+    floats); `price_step(shape)` prices one step in full; `mixed_form(shape)` builds a mixed shape's form (None
+    when its time is not affine in the decode attention). Tables are evicted least recently used first; the other
+    kinds oldest first (`_remember`)."""
 
     def __init__(self, price_contexts: Callable[[BatchShape, Any], tuple[Any, Any, Any]],
-                 price_step: Callable[[BatchShape], StepCost], max_entries: int = TABLE_ENTRIES) -> None:
+                 price_step: Callable[[BatchShape], StepCost], mixed_form: Callable[[BatchShape], MixedForm | None],
+                 max_values: int = KEPT_VALUES) -> None:
         self.price_contexts = price_contexts
         self.price_step = price_step
-        self.max_entries = max_entries
-        self.tables: OrderedDict[tuple, StepTable] = OrderedDict()  # BatchShape fields but the context sum
-        self.entries = 0
-        self.exact: dict[BatchShape, StepCost] = {}
+        self.mixed_form = mixed_form
+        self.max_values = max_values
+        self.tables: OrderedDict[ShapeKey, StepTable] = OrderedDict()
+        self.entries = 0  # floats held by the tables
+        self.exact: dict[ShapeKey, StepCost] = {}
+        self.forms: dict[ShapeKey, MixedForm | None] = {}
+        self.attention: dict[tuple[float, int, float], ContextValues] = {}  # by (decode seqs, queries, factor)
 
     def step_cost(self, b: BatchShape) -> StepCost:
-        """The iteration's cost: a decode-only shape from its context table, a kept shape as kept, else priced."""
-        if b.decode_seqs and not b.prefill_seqs:
-            table = self.table(b, b.decode_ctx_sum)
-            if table is not None:
-                return table.step(b.decode_ctx_sum)
-        cost = self.exact.get(b)
-        return self.price_step(b) if cost is None else cost
+        """The iteration's cost: a decode-only shape from its context table, a mixed shape from its form, a
+        prefill-only shape as kept; what none of them holds is priced in full (and kept when prefill-only)."""
+        key = shape_key(b)
+        if b.decode_seqs:
+            if not b.prefill_seqs:
+                table = self.table(b, b.decode_ctx_sum)
+                if table is not None:
+                    return table.step(b.decode_ctx_sum)
+                return self.price_step(b)
+            if key not in self.forms:
+                self._remember(self.forms, key, self.mixed_form(b))
+            form = self.forms[key]
+            return self.price_step(b) if form is None else form.at(b.decode_ctx_sum)
+        cost = self.exact.get(key)
+        if cost is None:
+            cost = self.price_step(b)
+            self._remember(self.exact, key, cost)
+        return cost
 
-    def keep(self, b: BatchShape, cost: StepCost) -> None:
-        """Keep an exactly priced shape (up to EXACT_ENTRIES of them)."""
-        if len(self.exact) < EXACT_ENTRIES:
-            self.exact[b] = cost
+    def attention_values(self, key: tuple[float, int, float], price: Callable[[Any], Any]) -> ContextValues:
+        """The decode attention kept under `key` (a decode work), priced by `price` over context sums when new."""
+        values = self.attention.get(key)
+        if values is None:
+            values = ContextValues(price, self.max_values >> 5)
+            self._remember(self.attention, key, values)
+        return values
+
+    def _remember(self, memo: dict, key: Any, value: Any) -> None:
+        """Keep `value` in one of the per-shape memos, dropping the oldest entries past the memos' share of the
+        bound (half of it; the tables hold the rest)."""
+        limit = (self.max_values >> 1) // PER_SHAPE
+        if len(memo) >= limit:
+            for old in list(memo)[:max(1, limit >> 3)]:  # (an eighth at once: the scan is not per insertion)
+                del memo[old]
+        memo[key] = value
 
     def decode_steps(self, b: BatchShape, steps: int) -> tuple[StepTable, int, int]:
         """A run of `steps` decode-only iterations of the same sequences, the first of shape b, every context one
@@ -177,7 +216,7 @@ class StepTables:
     def table(self, b: BatchShape, last_ctx_sum: int) -> StepTable | None:
         """The step-cost table of b's shape covering context sums b.decode_ctx_sum..last_ctx_sum: found, extended
         (each growth adds at least the width it had, so every entry is priced O(1) times), or built. Tables are
-        evicted least recently used first to stay within `max_entries`; None when one table alone would exceed
+        evicted least recently used first to stay within half the bound (`max_values`); None when one table alone would exceed
         it."""
         key = shape_key(b)
         first = b.decode_ctx_sum
@@ -196,7 +235,7 @@ class StepTables:
                 hi = table.hi if last_ctx_sum < table.hi else last_ctx_sum + 1 + width
         if table is None:
             lo, hi = max(0, first - 256), last_ctx_sum + 1 + max(1024, last_ctx_sum + 1 - first)
-        if hi - lo > self.max_entries:
+        if hi - lo > self.max_values // 2:
             return None
         base = b._replace(decode_ctx_sum=0)
         segments = [(lo, hi)] if table is None else [(lo, table.lo), (table.hi, hi)]
@@ -210,7 +249,7 @@ class StepTables:
             self.entries -= replaced.hi - replaced.lo
         table = tables[key] = StepTable.join(table, pieces)
         self.entries += table.hi - table.lo
-        while self.entries > self.max_entries and len(tables) > 1:
+        while self.entries > self.max_values // 2 and len(tables) > 1:
             _, old = tables.popitem(last=False)
             self.entries -= old.hi - old.lo
         return table
