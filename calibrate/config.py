@@ -1,23 +1,24 @@
 """`conf/calibrate.yaml` composed with the command line's overrides into `Settings`, every mistake one line.
 
 Hydra's compose API (not `@hydra.main`) so that Hydra's own errors (unknown group option, unknown key, bad
-syntax, missing hardware) become an `InputError` listing the valid choices instead of a multi-line report, and so
+syntax, missing hardware) become an `InputError` listing the valid choices instead of a multi-line report (the
+one translation sim/compose.py also uses: inferplan/hydra_errors.py), and so
 that nothing is written before the run starts. The config's `hydra.run.dir` is `out_dir`; with the compose API
 no run directory is created: the run writes only into `out_dir`.
 """
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import yaml
 from hydra import compose, initialize_config_dir
-from hydra.errors import HydraException, MissingConfigException
+from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from calibrate.settings import CONFIG, Settings
 from inferplan.errors import InputError
+from inferplan.hydra_errors import explain_hydra_error
 from inferplan.interrupts import unmasked_interrupts
 from inferplan.specs import CONF_DIR, available
 
@@ -39,28 +40,9 @@ def usage() -> str:
                         keys=", ".join(keys))
 
 
-def _valid_keys() -> str:
+def _valid_keys() -> list[str]:
     top = yaml.safe_load((CONF_DIR / "calibrate.yaml").read_text())
-    return ", ".join([*GROUPS, *(k for k in top if k not in ("defaults", "hydra"))])
-
-
-def _translate(err: HydraException, overrides: list[str]) -> InputError:
-    text = str(err)
-    first = text.strip().splitlines()[0] if text.strip() else type(err).__name__
-    if isinstance(err, MissingConfigException) or "Could not find" in text:
-        match = re.search(r"Could not find '(\w+)/([^']*)'", text)
-        group, name = (match.group(1), match.group(2)) if match else ("config", "?")
-        if group in GROUPS:
-            return InputError(f"conf/{group}", group, f"unknown {group} {name!r}",
-                              f"use one of: {', '.join(available(group))}")
-    match = re.search(r"You must specify '(\w+)'", text)
-    if match:
-        group = match.group(1)
-        return InputError(CONFIG, group, "not given", f"add {group}=<name>, one of: {', '.join(available(group))}")
-    match = re.search(r"Could not override '([^']+)'", text)
-    if match:
-        return InputError(CONFIG, match.group(1), "unknown key", f"use one of: {_valid_keys()}")
-    return InputError(CONFIG, "overrides", first, f"check the syntax of: {' '.join(overrides)}")
+    return [*GROUPS, *(k for k in top if k not in ("defaults", "hydra"))]
 
 
 def compose_config(overrides: list[str]) -> DictConfig:
@@ -69,11 +51,9 @@ def compose_config(overrides: list[str]) -> DictConfig:
         try:
             with unmasked_interrupts():
                 return compose(config_name="calibrate", overrides=list(overrides), return_hydra_config=True)
-        except HydraException as err:
-            raise _translate(err, overrides) from None
-        except OmegaConfBaseException as err:
-            raise InputError(CONFIG, "overrides", str(err).splitlines()[0], "check the override's key and value") \
-                from None
+        except (HydraException, OmegaConfBaseException, ValueError) as err:  # (as sim/compose.py)
+            raise explain_hydra_error(err, overrides, config=CONFIG, valid_keys=_valid_keys(),
+                                      help_fix="see `python -m calibrate --help`") from None
 
 
 def _spec_source(cfg: DictConfig, group: str, choice: str, overrides: list[str], out_dir: Path) -> str:

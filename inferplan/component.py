@@ -1,4 +1,4 @@
-"""`Component`: one registered extension (a batching policy, router, autoscaler, placement or engine preset) as
+"""`Component`: one registered extension (a batching policy, router, autoscaler or placement) as
 configured, in the one typed form the configuration layer hands the simulator core.
 
 `sim/resolve.py` builds each one at load from its yaml (registry key + keyword parameters) and checks it by
@@ -21,7 +21,14 @@ class Component:
 
     @classmethod
     def of(cls, name: str, params: Mapping[str, object] | None = None) -> Component:
-        return cls(str(name), tuple((str(k), v) for k, v in (params or {}).items() if k != "name"))
+        """Refuses (TypeError) a plain dict or list value: a block of the yaml is parsed into typed frozen
+        records at load (sim/resolve.py `typed_params`), so no part of a run holds a mutable block."""
+        pairs = tuple((str(k), v) for k, v in (params or {}).items() if k != "name")
+        for key, value in pairs:
+            if isinstance(value, (dict, list, set)):
+                raise TypeError(f"{name}: parameter {key!r} is a plain {type(value).__name__}: parse it into a "
+                                "typed record at load")
+        return cls(str(name), pairs)
 
     def kwargs(self) -> dict[str, object]:
         """A fresh keyword-argument mapping for one construction."""

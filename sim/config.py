@@ -55,7 +55,9 @@ def build(cls, data: dict | None, where: str):
 
 @dataclass(frozen=True)
 class PoolConfig:
-    """A named group of identical instances (hardware + model + formats + parallelism)."""
+    """A named group of identical instances (hardware + model + formats + parallelism), as the scenario's yaml
+    gives it: its blocks (autoscaler, cold_start, batching, deployment, engine) are parsed by sim/resolve.py into
+    the typed `PoolSetup` the core reads; this record stays in the configuration layer."""
 
     hardware: str
     model: str
@@ -83,6 +85,40 @@ class PoolConfig:
     kv_tier2_bandwidth_bytes_per_s: float | None = None  # load bandwidth from tier 2; default the host link
     kv_tier2_shared: bool = False           # one tier 2 of kv_tier2_bytes for the whole pool (DeepSeek's 3FS KVCache)
     engine: Any = None                      # an engine preset for this pool: a name or {name, overrides} (conf/engine)
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    """What the simulator core reads of one pool: its config's scalar settings, resolved at load
+    (sim/resolve.py) with an engine preset's memory defaults applied. The `PoolConfig` blocks (autoscaler,
+    cold_start, batching, deployment, engine) reach the core as typed objects of `PoolSetup` instead."""
+
+    hardware: str
+    model: str
+    instances: int
+    min_instances: int | None
+    max_instances: int | None
+    role: str
+    decode_pool: str | None
+    tp: int
+    weights_dtype: str
+    kv_dtype: str
+    usd_per_hour: float | None
+    gpu_memory_utilization: float
+    kv_free_memory_fraction: float
+    block_size_tokens: int
+    runtime_reserve_bytes: float
+    num_gpu_blocks_override: int | None
+    prefix_caching: bool
+    kv_tier2_bytes: float
+    kv_tier2_bandwidth_bytes_per_s: float | None
+    kv_tier2_shared: bool
+    has_deployment: bool                    # the pool gives a `deployment:` (a pool that does not fit names it)
+
+    @classmethod
+    def of(cls, p: PoolConfig) -> PoolSpec:
+        own = {f.name: getattr(p, f.name) for f in dataclasses.fields(cls) if f.name != "has_deployment"}
+        return cls(**own, has_deployment=bool(p.deployment))
 
 
 @dataclass(frozen=True)
@@ -157,7 +193,7 @@ class RunConfig:
     fleet: Any = None                           # sim.resolve.FleetSetup (router, placement, overload, autoscalers)
 
 
-def instance_bounds(p: PoolConfig) -> tuple[int, int]:
+def instance_bounds(p: PoolConfig | PoolSpec) -> tuple[int, int]:
     """(min_instances, max_instances) an autoscaler keeps the pool within; defaults min(instances, 1) and
     4 x max(instances, 1)."""
     lo = p.min_instances if p.min_instances is not None else min(p.instances, 1)

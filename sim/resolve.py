@@ -6,10 +6,13 @@ defaults of a pool's own policy from conf/batching), the parsed deployment (conf
 measured profile (calibrate/profiles) and the GPU generation's fitted efficiency forms (conf/cost/generations).
 Above the pools (`FleetSetup`): router parameters, placement and its routes, the overload ladder, each pool's
 autoscaler, each constructed once here to check it. Everything that can be refused is refused here, before a run
-starts, and nothing reads a file during one. What the core receives is typed: each registered extension (batching
-policy, engine preset, router, placement, autoscaler) as an `inferplan.component.Component` (name + frozen
-keyword parameters), the cold start as `ColdStart`, the overload ladder as `OverloadConfig`; every refusal goes
-through `checked` (one `InputError` form: file or scenario, field, reason, fix).
+starts, and nothing reads a file during one. What the core receives is typed: each registered extension
+(batching policy, router, placement, autoscaler) as an `inferplan.component.Component` (name + frozen keyword
+parameters), the cold start as `ColdStart`, the overload ladder as `OverloadConfig`; every refusal goes through
+`checked` (one `InputError` form: file or scenario, field, reason, fix). No plain dict or list reaches
+the core: a pool's scalar settings are a `PoolSpec`, its engine preset an `EnginePreset` (what depends on the
+pool's KV capacity is a method of it), and a parameter holding a block (a placement's `routes`, `default` and
+`class_slo`, the scheduled autoscaler's `plan`) is parsed into typed frozen records (`NESTED`).
 """
 from __future__ import annotations
 
@@ -23,15 +26,18 @@ from calibrate.efficiency import Generation, hardware_generation, load_generatio
 from inferplan.component import Component
 from inferplan.errors import InputError
 from inferplan.specs import CONF_DIR, HardwareSpec, ModelSpec, load_hardware, load_model
-from sim.config import CostConfig, PoolConfig
+from scenarios.config_reader import ConfigReader
+from sim.config import CostConfig, PoolConfig, PoolSpec, build
 from sim.core.cost.deployment import Deployment, parse_deployment
 from sim.core.cost.factory import PoolPricing, build_pool_pricing, resolve_profile
 from sim.core.fleet.autoscaler import ScalerContext, make_autoscaler
+from sim.core.fleet.autoscaler.scheduled import PlanStep
 from sim.core.fleet.cold_start import ColdStart
 from sim.core.fleet.overload import OverloadConfig
-from sim.core.fleet.placement import PLACEMENTS
+from sim.core.fleet.placement import PLACEMENTS, ClassSlo, Route
 from sim.core.fleet.rolling_update import RollingPlan
-from sim.core.instance import engine as engine_presets
+from sim.core.instance.engine import (DOC_KEYS, MEMORY_KEYS, POLICY_KEYS, RULE_KEYS, EnginePreset,
+                                      graph_sizes)
 from sim.core.instance.batching import make_policy
 from sim.core.instance.kv_cache import BlockManager
 from sim.core.router import make_router
@@ -39,12 +45,13 @@ from sim.core.router import make_router
 
 @dataclass(frozen=True)
 class PoolSetup:
-    """One pool's resolved inputs. `pool` is its config with an engine preset's memory defaults applied."""
+    """One pool's resolved inputs. `pool` is its config's settings with an engine preset's memory defaults
+    applied."""
 
-    pool: PoolConfig
+    pool: PoolSpec
     hardware: HardwareSpec
     model: ModelSpec
-    engine: Component            # the engine preset and its keys (`generic`: the batching group decides)
+    engine: EnginePreset         # the engine preset (`generic`: the batching group decides)
     batching: Component          # the batching policy and its parameters (checked by building it once)
     token_budget: int            # tokens per iteration the memory plan reserves activations for
     cold_start: ColdStart
@@ -73,31 +80,88 @@ def pool_pricing(model: ModelSpec, hw: HardwareSpec, p: PoolConfig, cost: CostCo
                  where: str) -> PoolPricing:
     """A pool's pricing from its config alone (tools and tests that price a pool outside a run)."""
     dep, profile, generation = pricing_inputs(p, hw, cost, where)
-    return build_pool_pricing(model, hw, p, cost, token_budget=token_budget, where=where, dep=dep,
+    return build_pool_pricing(model, hw, PoolSpec.of(p), cost, token_budget=token_budget, where=where, dep=dep,
                               profile=profile, generation=generation)
+
+
+ENGINE_DIR = CONF_DIR / "engine"
+
+
+def engine_presets() -> list[str]:
+    return sorted(p.stem for p in ENGINE_DIR.glob("*.yaml"))
+
+
+def _engine_spec(pool_engine, group_engine: dict | None, where: str) -> dict:
+    """The preset a pool runs, as merged yaml: its own `engine:` (name or mapping with overrides) over the
+    group's (the preset's file read when the pool names another preset than the group)."""
+    spec = dict(group_engine or {"name": "generic"})
+    if pool_engine is not None:
+        own = {"name": pool_engine} if isinstance(pool_engine, str) else dict(pool_engine)
+        name = own.get("name", spec.get("name"))
+        if name != spec.get("name"):
+            path = ENGINE_DIR / f"{name}.yaml"
+            if not path.is_file():
+                raise InputError(where, "engine", f"unknown engine preset {name!r}",
+                                 f"use one of: {', '.join(engine_presets())}")
+            spec = yaml.safe_load(path.read_text()) or {}
+        spec.update(own)
+    if spec.get("name", "generic") == "generic":
+        extra = sorted(set(spec) - {"name"})
+        if extra:
+            raise InputError(where, f"engine.{extra[0]}", "the generic engine has no settings (the batching group "
+                             "decides)", "choose a preset first: engine=vllm_v0|vllm_v1|sglang|trtllm")
+        return {"name": "generic"}
+    unknown = sorted(set(spec) - set(POLICY_KEYS) - set(MEMORY_KEYS) - set(RULE_KEYS) - set(DOC_KEYS))
+    if unknown:
+        raise InputError(where, f"engine.{unknown[0]}", "unknown engine key",
+                         f"valid keys: {', '.join(POLICY_KEYS + MEMORY_KEYS)}")
+    return spec
+
+
+def engine_preset(pool_engine, group_engine: dict | None, where: str) -> EnginePreset:
+    """A pool's `EnginePreset`, typed (each key coerced to its field's type, or refused in one line)."""
+    spec = _engine_spec(pool_engine, group_engine, where)
+    if "cuda_graph_sizes" in spec:
+        rule = spec["cuda_graph_sizes"]
+        spec["cuda_graph_sizes"] = checked(where, "engine.cuda_graph_sizes", "write {small: [1, 2, 4], step: 8, "
+                                           "max: 256}", lambda: graph_sizes(rule))
+    if "gpu_memory_utilization_by_tp" in spec:
+        by_tp = spec["gpu_memory_utilization_by_tp"] or {}
+        spec["gpu_memory_utilization_by_tp"] = checked(
+            where, "engine.gpu_memory_utilization_by_tp", "write {tp: fraction, ...}, e.g. {1: 0.88, 8: 0.83}",
+            lambda: tuple((int(k), float(v)) for k, v in by_tp.items()))
+    if spec.get("name") != "generic" and "chunked_prefill" not in spec:
+        raise InputError(f"conf/engine/{spec.get('name')}.yaml", "chunked_prefill", "missing",
+                         "add `chunked_prefill: true|false`")
+    # (a `null` leaves the field at its default: None where a rule applies, else EngineBatching's value)
+    return build(EnginePreset, {k: v for k, v in spec.items() if v is not None}, f"{where}: engine")
 
 
 def resolve_pool(name: str, p: PoolConfig, run) -> PoolSetup:
     where = f"scenario/{run.scenario.name}: pools.{name}"
     hardware, model = load_hardware(p.hardware), load_model(p.model)
-    engine = engine_presets.resolve(p.engine, run.engine, where)
-    if engine["name"] != "generic":  # the engine's memory defaults replace the pool's
-        util, block = engine_presets.memory_settings(engine, p.tp, p.gpu_memory_utilization, p.block_size_tokens)
-        p = dataclasses.replace(p, gpu_memory_utilization=util, block_size_tokens=block,
-                                kv_free_memory_fraction=float(engine.get("kv_free_memory_fraction") or 1.0))
+    engine = engine_preset(p.engine, run.engine, where)
+    spec = PoolSpec.of(p)
+    if not engine.generic:  # the engine's memory defaults replace the pool's
+        util, block = engine.memory_settings(p.tp, p.gpu_memory_utilization, p.block_size_tokens)
+        spec = dataclasses.replace(spec, gpu_memory_utilization=util, block_size_tokens=block,
+                                   kv_free_memory_fraction=engine.kv_free_fraction())
     batching_name = p.batching_policy or run.batching_name
     base = run.batching if batching_name == run.batching_name else _policy_defaults(batching_name)
-    batching = {**base, **(p.batching or {})}
+    batching = typed_params({**base, **(p.batching or {})}, f"conf/batching/{batching_name}.yaml", "batching")
     token_budget = int(batching.get("token_budget", batching.get("max_batch_tokens", 8192)))
-    if engine["name"] != "generic":
-        token_budget = int(engine.get("max_num_batched_tokens") or max(model.max_context_tokens, 2048))
-    else:  # the batching policy runs (an engine preset would replace it; its keys are checked by `resolve`)
+    if not engine.generic:  # the engine's scheduler runs: checked once, over one block, on this hardware
+        token_budget = engine.token_budget(model.max_context_tokens)
+        checked(f"conf/engine/{engine.name}.yaml", "parameters", "fix the preset key or its engine.<key>= override",
+                lambda: engine.batching(BlockManager(1, spec.block_size_tokens), model.max_context_tokens,
+                                        model.max_context_tokens, hardware.host_link_bandwidth_bytes_per_s))
+    else:  # the batching policy runs (an engine preset would replace it)
         checked(f"conf/batching/{batching_name}.yaml", "parameters", "remove or rename the key",
-                lambda: make_policy(batching_name, BlockManager(1, p.block_size_tokens), dict(batching)))
+                lambda: make_policy(batching_name, BlockManager(1, spec.block_size_tokens), dict(batching)))
     cold_start = checked(where, "cold_start", "valid keys: " + ", ".join(ColdStart.__dataclass_fields__),
                          lambda: ColdStart(**(p.cold_start or {})))
     dep, profile, generation = pricing_inputs(p, hardware, run.cost, where)
-    return PoolSetup(p, hardware, model, Component.of(engine["name"], engine), Component.of(batching_name, batching),
+    return PoolSetup(spec, hardware, model, engine, Component.of(batching_name, batching),
                      token_budget, cold_start, dep, profile, generation)
 
 
@@ -107,7 +171,61 @@ def checked(where: str, field: str, fix: str, build):
     try:
         return build()
     except (KeyError, TypeError, ValueError) as err:
-        raise InputError(where, field, str(err).strip("'\""), fix) from None
+        reason = str(err.args[0]) if isinstance(err, KeyError) and err.args else str(err)  # (a KeyError quotes)
+        raise InputError(where, field, reason, fix) from None
+
+
+def _pools(value, file: str, path: str) -> tuple[str, ...]:
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise InputError(file, path, f"must be a list of pool names, got {value!r}", "write [pool_a, pool_b]")
+    return tuple(value)
+
+
+def _routes(value, file: str, path: str) -> tuple[Route, ...]:
+    if not isinstance(value, dict):
+        raise InputError(file, path, f"must map request classes to pools, got {value!r}",
+                         "write {class_name: [pool, ...]}")
+    return tuple(Route(str(cls), _pools(pools, file, f"{path}.{cls}")) for cls, pools in value.items())
+
+
+def _class_slo(value, file: str, path: str) -> tuple[ClassSlo, ...]:
+    if not isinstance(value, dict):
+        raise InputError(file, path, f"must map request classes to P99 bounds, got {value!r}",
+                         "write {class_name: {ttft_p99_s: ..., tpot_p99_s: ...}}")
+    out = []
+    for cls, bounds in value.items():
+        r = ConfigReader(bounds, file=file, where=f"{path}.{cls}")
+        out.append(ClassSlo(str(cls), r.optional_number("ttft_p99_s", minimum=0.0),
+                            r.optional_number("tpot_p99_s", minimum=0.0)))
+        r.finish()
+    return tuple(out)
+
+
+def _plan(value, file: str, path: str) -> tuple[PlanStep, ...]:
+    steps = []
+    for step in ConfigReader({"plan": value}, file=file, where=path.rpartition(".")[0]).mapping_list("plan"):
+        step.has("at_s"), step.has("instances")
+        step.finish()  # (an unknown key first: it may be a misspelling of a missing one)
+        steps.append(PlanStep(step.number("at_s"), step.integer("instances")))
+    return tuple(steps)
+
+
+# Component parameters that hold a block, by parameter name: each parsed into typed frozen records at load.
+NESTED = {"routes": _routes, "default": _pools, "class_slo": _class_slo, "plan": _plan}
+
+
+def typed_params(params: dict, file: str, where: str) -> dict:
+    """A component's parameters with every block parsed by its `NESTED` parser; a block under any other key is
+    refused (the core takes single values or typed records only)."""
+    out = {}
+    for key, value in params.items():
+        if isinstance(value, (dict, list, tuple)):
+            if key not in NESTED:
+                raise InputError(file, f"{where}.{key}", f"must be a single value, got {value!r}",
+                                 "give a number, string or boolean")
+            value = NESTED[key](value, file, f"{where}.{key}")
+        out[key] = value
+    return out
 
 
 def resolve_pools(run) -> dict[str, PoolSetup]:
@@ -123,8 +241,11 @@ class FleetSetup:
     max_outstanding: int | None
     placement: Component
     overload: OverloadConfig
-    autoscalers: dict[str, Component]
+    autoscalers: tuple[tuple[str, Component], ...]  # (pool name, its autoscaler), in the scenario's pool order
     rolling_update: RollingPlan | None = None
+
+    def autoscaler(self, pool: str) -> Component:
+        return next(c for name, c in self.autoscalers if name == pool)
 
 
 def _placement(run, where: str) -> Component:
@@ -133,35 +254,41 @@ def _placement(run, where: str) -> Component:
     entry = [n for n, p in run.pools.items() if p.role != "decode"]
     cfg.setdefault("default", entry[:1])
     cfg.setdefault("routes", {})
-    for cls, cands in [("default", cfg["default"]), *cfg["routes"].items()]:
+    params = typed_params(cfg, where, "placement")
+    for cls, cands in [("default", params["default"]), *((r.request_class, r.pools) for r in params["routes"])]:
         if not cands or any(c not in run.pools or run.pools[c].role == "decode" for c in cands):
-            raise InputError(where, f"placement.routes.{cls}", f"{cands!r} must list serving pools",
+            raise InputError(where, f"placement.routes.{cls}", f"{list(cands)!r} must list serving pools",
                              f"use pools among: {', '.join(entry)}")
     if name not in PLACEMENTS:
         raise InputError(where, "placement.name", f"unknown placement {name!r}", f"use one of: {', '.join(PLACEMENTS)}")
-    checked(where, "placement", "see sim/core/fleet/placement.py", lambda: PLACEMENTS[name](**cfg))
-    return Component.of(name, cfg)
+    checked(where, "placement", "see sim/core/fleet/placement.py", lambda: PLACEMENTS[name](**params))
+    return Component.of(name, params)
 
 
 def resolve_fleet(run) -> FleetSetup:
     where = f"scenario/{run.scenario.name}"
-    params = dict(run.router)
+    params = typed_params(dict(run.router), f"conf/router/{run.router_name}.yaml", "router")
     cap = params.pop("max_outstanding_per_instance", None)
     checked(f"conf/router/{run.router_name}.yaml", "parameters", "remove or rename the key",
             lambda: make_router(run.router_name, dict(params)))
     overload = checked(where, "overload", f"valid keys: {', '.join(OverloadConfig.__dataclass_fields__)}",
                        lambda: OverloadConfig(**run.scenario.overload))
+    if overload.watch_pools is not None:
+        overload = dataclasses.replace(overload, watch_pools=_pools(overload.watch_pools, where,
+                                                                     "overload.watch_pools"))
     if overload.fallback_pool is not None and overload.fallback_pool not in run.pools:
         raise InputError(where, "overload.fallback_pool", f"unknown pool {overload.fallback_pool!r}",
                          f"use one of: {', '.join(run.pools)}")
-    scalers = {}
+    scalers = []
     for name, p in run.pools.items():
         spec = dict(p.autoscaler or {"name": run.autoscaler_name, **run.autoscaler})
         sname = str(spec.pop("name", run.autoscaler_name))
+        spec = typed_params(spec, f"{where}: pools.{name}" if p.autoscaler else f"conf/autoscaler/{sname}.yaml",
+                            "autoscaler")
         checked(f"{where}: pools.{name}", "autoscaler", "see conf/autoscaler/ for each policy's keys",
                 lambda: make_autoscaler(sname, dict(spec), ScalerContext()))
-        scalers[name] = Component.of(sname, spec)
+        scalers.append((name, Component.of(sname, spec)))
     return FleetSetup(Component.of(run.router_name, params), None if cap is None else int(cap),
-                      _placement(run, where), overload, scalers,
+                      _placement(run, where), overload, tuple(scalers),
                       RollingPlan.parse(run.scenario.rolling_update, list(run.pools), where)
                       if run.scenario.rolling_update else None)

@@ -47,7 +47,7 @@ class Cluster:
         self.watched = oc.watch_pools or [n for n in self.pools if n != oc.fallback_pool]
         self.scalers = {}
         context = ScalerContext(arrival_times_s=workload.arrival_s)
-        for name, spec in fleet.autoscalers.items():
+        for name, spec in fleet.autoscalers:
             self.scalers[name] = make_autoscaler(spec.name, spec.kwargs(), context)
         self.scale_log: list = []
         for name, scaler in self.scalers.items():

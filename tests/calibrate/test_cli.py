@@ -63,3 +63,25 @@ def test_help_lists_choices(capsys):
     assert main(["--help"]) == 0
     text = capsys.readouterr().out
     assert "hardware: a100_80gb" in text and "budget_s" in text
+
+
+@pytest.mark.parametrize("args, start", [
+    (["hardware=cpu_local", "colour=red"], "conf/calibrate.yaml: colour: unknown key (fix: valid keys: hardware, model, "),
+    (["hardware=cpu_local", "ops=[gemm"], "conf/calibrate.yaml: hardware=cpu_local ops=[gemm: "),
+    (["hardware=cpu_local", "+parallel={tp: 1"], "conf/calibrate.yaml: "),
+])
+def test_hydra_errors_take_the_simulators_path(args, start):
+    """The one translation (inferplan/hydra_errors.py): unknown keys through `unknown_key`, the rest one line."""
+    from calibrate.config import compose_config
+    from calibrate.settings import CONFIG
+    from inferplan.errors import InputError, unknown_key
+    from sim.compose import compose_config as sim_compose
+
+    with pytest.raises(InputError) as err:
+        compose_config(args)
+    message = str(err.value)
+    assert message.startswith(start) and "\n" not in message and message.endswith(")"), message
+    with pytest.raises(InputError) as sim_err:  # an unknown option reads the same in the simulator
+        sim_compose(["scenario=nope"])
+    assert str(sim_err.value).startswith("conf/scenario: scenario: unknown scenario 'nope' (fix: use one of: ")
+    assert str(unknown_key(CONFIG, "colour", ["hardware"])) == f"{CONFIG}: colour: unknown key (fix: valid keys: hardware)"

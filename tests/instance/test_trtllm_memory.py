@@ -8,7 +8,7 @@ from inferplan.specs import load_hardware, load_model
 from sim.core.cost.deployment import parse_deployment
 from sim.core.cost.layout import build_layout
 from sim.core.cost.memory import plan_memory
-from sim.core.instance.engine import resolve
+from sim.resolve import ENGINE_DIR, engine_preset
 
 H100 = 85520809984  # conf/hardware/h100_sxm.yaml memory_bytes
 
@@ -36,7 +36,8 @@ def test_kv_takes_its_fraction_of_what_weights_and_activations_leave():
 
 def test_trtllm_preset_uses_the_free_memory_fraction():
     import yaml
-    from sim.core.instance.engine import CONF_DIR
-    spec = resolve("trtllm", None, "test")
-    assert spec["kv_free_memory_fraction"] == 0.9 and spec["gpu_memory_utilization"] == 1.0
-    assert "kv_free_memory_fraction" not in (yaml.safe_load((CONF_DIR / "vllm_v0.yaml").read_text()) or {})
+    spec = engine_preset("trtllm", None, "test")
+    assert spec.kv_free_memory_fraction == 0.9 and spec.gpu_memory_utilization == 1.0
+    assert spec.kv_free_fraction() == 0.9 and spec.memory_settings(4, 0.5, 16)[0] == 1.0
+    assert "kv_free_memory_fraction" not in (yaml.safe_load((ENGINE_DIR / "vllm_v0.yaml").read_text()) or {})
+    assert engine_preset("vllm_v0", None, "test").kv_free_fraction() == 1.0

@@ -41,6 +41,9 @@ def test_smoke_writes_the_documented_run_folder(tmp_path):
     ("+scenario.pools.main.tpx=2", "tpx: unknown key (fix: valid keys: hardware, model,"),
     ("scenario.nokey=1", "not in the composed config"),
     ("scenario.pools.main.model=deepseek_v3", "does not fit 1 x h100_sxm"),
+    ("+scenario.pools.main.engine={name: vllm_v1, max_num_seqs: lots}",
+     "pools.main: engine: max_num_seqs: has the wrong type: 'lots' (fix: give a int)"),
+    ("+scenario.placement={routes: {chat: main}}", "placement.routes.chat: must be a list of pool names"),
 ])
 def test_config_mistakes_give_one_line_and_exit_2(tmp_path, override, expected):
     proc = run_sim(override, f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path)

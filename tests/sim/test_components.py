@@ -8,6 +8,7 @@ import pytest
 from inferplan.component import Component
 from inferplan.errors import InputError
 from sim.core.fleet.cold_start import ColdStart
+from sim.core.instance.engine import EnginePreset
 from tests.sim.helpers import run_config
 
 SYNTH = ["cost=constant", "cost.step_time_s=0.01", "cost.per_token_s=0"]
@@ -29,10 +30,10 @@ def test_the_resolved_setup_holds_typed_components():
                      "+scenario.pools.main.cold_start.warmup_s=7.5")
     setup, fleet = run.setups["main"], run.fleet
     assert setup.batching.name == "continuous" and setup.batching.param("max_num_seqs") == 12
-    assert setup.engine == Component("generic")
+    assert setup.engine == EnginePreset() and setup.engine.generic
     assert setup.cold_start == ColdStart(warmup_s=7.5)
     assert fleet.router.name == "least_outstanding" and fleet.placement.name == "static"
-    assert fleet.autoscalers["main"].name == run.autoscaler_name and fleet.rolling_update is None
+    assert fleet.autoscaler("main").name == run.autoscaler_name and fleet.rolling_update is None
     planned = run_config(*SYNTH, "+scenario.rolling_update={at_s: 5, wave_size: 2}").fleet.rolling_update
     assert (planned.at_s, planned.wave_size, planned.pools) == (5.0, 2, ("main",))
 

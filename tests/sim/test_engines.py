@@ -150,14 +150,14 @@ def test_swap_preemption_through_the_preset_keeps_tokens_and_completes():
 
 
 def test_sglang_v04_preset_overlaps_and_caps_its_request_pool():
-    from sim.core.instance.engine import policy_params, resolve
+    from sim.resolve import engine_preset as preset
     from sim.validate.published import engine_preset
-    v03, v04 = resolve("sglang", None, "t"), resolve("sglang_v04", None, "t")
-    assert v04["overlap"] == "all" and v03["overlap"] == "none"
+    v03, v04 = preset("sglang", None, "t"), preset("sglang_v04", None, "t")
+    assert v04.overlap == "all" and v03.overlap == "none"
     # max_running_requests rule, 100,000 KV tokens, context 8,192: int(100000 / 8192 x 512) = 6,250 request slots,
     # capped at 4,096 (0.4.0) or 5,120 (0.3.0); minus one, and under KV tokens // 2.
-    assert policy_params(v04, 8192, 100_000)["max_num_seqs"] == 4095
-    assert policy_params(v03, 8192, 100_000)["max_num_seqs"] == 5119
+    assert v04.max_seqs(8192, 100_000) == 4095 and v03.max_seqs(8192, 100_000) == 5119
+    assert v03.batching(BlockManager(1, 1), 8192, 100_000).max_num_seqs == 5119
     row = {"id": "T", "engine": "SGLang", "engine_version": "0.4.1", "flags": ""}
     assert engine_preset(row) == "sglang_v04" and engine_preset({**row, "engine_version": "0.3.0"}) == "sglang"
     # End to end on A/B (the constant cost is all host overhead, so overlap hides none of it here): completes.

@@ -14,7 +14,7 @@ from calibrate.profile import load_profile
 from inferplan.errors import InputError
 from inferplan.paths import REPO_ROOT
 from inferplan.specs import HardwareSpec, ModelSpec
-from sim.config import CostConfig, PoolConfig
+from sim.config import CostConfig, PoolSpec
 from sim.core.cost.base import CostModel
 from sim.core.cost.constant import SyntheticCostModel
 from sim.core.cost.deployment import Deployment
@@ -76,7 +76,7 @@ def kv_handoff_s(prefill: PoolPricing, decode: PoolPricing, tokens: int) -> floa
     return prefill.kv_transfer_s(tokens, bw, max(prefill.kv_link_latency_s, decode.kv_link_latency_s))
 
 
-def build_pool_pricing(model: ModelSpec, hw: HardwareSpec, p: PoolConfig, cost_cfg: CostConfig, *,
+def build_pool_pricing(model: ModelSpec, hw: HardwareSpec, p: PoolSpec, cost_cfg: CostConfig, *,
                        token_budget: int, where: str, dep: Deployment, profile=None,
                        generation: Generation | None = None) -> PoolPricing:
     """The pool's pricing from inputs resolved at load (sim/config.py `PoolSetup`: the parsed deployment, the
@@ -91,7 +91,7 @@ def build_pool_pricing(model: ModelSpec, hw: HardwareSpec, p: PoolConfig, cost_c
                                   kv_capacity_bytes=blocks * p.block_size_tokens * mem.kv_bytes_per_token)
     if not mem.fits:
         fmt = ", ".join(f"{g} {f}" for g, f in dep.weights.items())
-        raise InputError(where, "deployment" if p.deployment else "tp",
+        raise InputError(where, "deployment" if p.has_deployment else "tp",
                          f"{model.name} does not fit {lay.devices} x {hw.name} (tp={dep.tp} dp={dep.dp} ep={dep.ep} "
                          f"pp={dep.pp}; weights {fmt}; kv {p.kv_dtype}): {mem.problem}",
                          "raise tp/ep/pp, use smaller weight formats (deployment.weights), offload cold experts "

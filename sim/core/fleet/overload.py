@@ -28,7 +28,7 @@ class OverloadConfig:
     breaker_tpot_p99_s: float = 0.120
     release_fraction: float = 0.8
     fallback_pool: str | None = None
-    watch_pools: list | None = None
+    watch_pools: tuple[str, ...] | None = None
     max_queue_per_instance: float | None = None
     min_samples: int = 20   # a P99 over fewer finished requests is not acted on
 

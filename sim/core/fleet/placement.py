@@ -1,16 +1,36 @@
 """Placement: which pool a new request goes to, by its class (interactive or batch, short or long, priority).
 
-`routes` maps a class to its candidate pools in order of preference; `default` serves unlisted classes.
+`routes` (one `Route` per request class, parsed at load by sim/resolve.py) gives a class's candidate pools in
+order of preference; `default` serves unlisted classes.
 - `static`: the first candidate, always.
 - `spill_over`: the first candidate that is not saturated (queue per active instance below
   `spill_queue_per_instance`, and at least one active instance); if all are, the least saturated.
 - `cost_aware`: the cheapest candidate (price per instance-hour) that meets the class's SLO at its current load
-  (windowed P99 TTFT and TPOT within `class_slo[class]`) and is not saturated; else the least saturated.
+  (windowed P99 TTFT and TPOT within the class's `ClassSlo`) and is not saturated; else the least saturated.
 Adding a policy: a class here, one line in `PLACEMENTS`, a documented `placement.name` value.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Route:
+    """One entry of `placement.routes`: a request class and its candidate pools, most preferred first."""
+
+    request_class: str
+    pools: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ClassSlo:
+    """One entry of `placement.class_slo` (cost_aware): the windowed P99 bounds a pool must meet for the class
+    (None: not checked)."""
+
+    request_class: str
+    ttft_p99_s: float | None = None
+    tpot_p99_s: float | None = None
 
 
 def saturation(pool) -> float:
@@ -22,8 +42,9 @@ def saturation(pool) -> float:
 
 
 class StaticPlacement:
-    def __init__(self, routes: dict, default: list) -> None:
-        self.routes, self.default = routes, default
+    def __init__(self, routes: tuple[Route, ...] = (), default: tuple[str, ...] = ()) -> None:
+        self.routes = {r.request_class: r.pools for r in routes}
+        self.default = tuple(default)
 
     def candidates(self, class_name: str) -> list[str]:
         return list(self.routes.get(class_name, self.default))
@@ -33,7 +54,8 @@ class StaticPlacement:
 
 
 class SpillOverPlacement(StaticPlacement):
-    def __init__(self, routes: dict, default: list, spill_queue_per_instance: float = 8.0) -> None:
+    def __init__(self, routes: tuple[Route, ...] = (), default: tuple[str, ...] = (),
+                 spill_queue_per_instance: float = 8.0) -> None:
         super().__init__(routes, default)
         self.limit = spill_queue_per_instance
 
@@ -46,19 +68,20 @@ class SpillOverPlacement(StaticPlacement):
 
 
 class CostAwarePlacement(SpillOverPlacement):
-    def __init__(self, routes: dict, default: list, spill_queue_per_instance: float = 8.0,
-                 class_slo: dict | None = None) -> None:
+    def __init__(self, routes: tuple[Route, ...] = (), default: tuple[str, ...] = (),
+                 spill_queue_per_instance: float = 8.0, class_slo: tuple[ClassSlo, ...] = ()) -> None:
         super().__init__(routes, default, spill_queue_per_instance)
-        self.class_slo = class_slo or {}
+        self.class_slo = {c.request_class: c for c in class_slo}
 
     def _meets(self, class_name, name, pools, monitors, now_s) -> bool:
-        slo = self.class_slo.get(class_name, {})
+        slo = self.class_slo.get(class_name)
         mon = monitors[name]
-        for key, window in (("ttft_p99_s", mon.ttft), ("tpot_p99_s", mon.tpot)):
-            if key in slo:
-                p99 = window.percentile(now_s, 99)
-                if p99 == p99 and p99 > slo[key]:
-                    return False
+        if slo is not None:
+            for bound, window in ((slo.ttft_p99_s, mon.ttft), (slo.tpot_p99_s, mon.tpot)):
+                if bound is not None:
+                    p99 = window.percentile(now_s, 99)
+                    if p99 == p99 and p99 > bound:
+                        return False
         return saturation(pools[name]) < self.limit
 
     def choose(self, class_name: str, pools: dict, monitors: dict, now_s: float) -> str:

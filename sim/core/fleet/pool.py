@@ -12,13 +12,11 @@ from collections.abc import Callable
 import simpy
 
 from inferplan.errors import InputError
-from sim.config import PoolConfig, RunConfig, instance_bounds
+from sim.config import PoolConfig, PoolSpec, RunConfig, instance_bounds
 from sim.core.cost.factory import build_pool_pricing
 from sim.core.fleet.cold_start import ColdStart
-from sim.core.instance import engine as engine_presets
 from sim.core.instance.batching import make_policy, policy_class
 from sim.core.instance.batching.base import BatchingPolicy
-from sim.core.instance.batching.engine import EngineBatching
 from sim.core.instance.instance import Instance
 from sim.core.instance.kv_cache import BlockManager, SharedKVTier
 from scenarios.rng import stream
@@ -27,10 +25,12 @@ from scenarios.rng import stream
 class Pool:
     """Instances of one configuration, the router's hold queue, and per-pool counters."""
 
-    def __init__(self, env: simpy.Environment, name: str, p: PoolConfig, run: RunConfig, *, on_finish,
+    def __init__(self, env: simpy.Environment, name: str, config: PoolConfig | None, run: RunConfig, *, on_finish,
                  on_first_token, hash_block_tokens: int = 512) -> None:
-        setup = run.setups[name]  # resolved at load (sim/resolve.py): nothing is read from disk here
-        p = setup.pool
+        # `config` is the config-layer record; the pool reads only its setup, resolved and typed at load
+        # (sim/resolve.py): nothing is read from disk here and no block of the yaml reaches the pool as a dict.
+        setup = run.setups[name]
+        p: PoolSpec = setup.pool
         self.env, self.name, self.cfg, self.run = env, name, p, run
         self.hardware, self.model = setup.hardware, setup.model
         # Where this pool's requests go after their first token: its decode pool for a prefill-role pool, else ""
@@ -46,7 +46,7 @@ class Pool:
         mem = self.memory
         # A decode-role pool receives prompts whose KV was computed elsewhere: it never schedules a prompt.
         limit = policy_class(self.batching.name).whole_prompt_limit(self.batching.kwargs())
-        if (self.engine.name == "generic" and p.role != "decode" and limit is not None
+        if (self.engine.generic and p.role != "decode" and limit is not None
                 and limit < min(self.model.max_context_tokens, mem.blocks_per_rank * mem.block_size_tokens)):
             raise InputError(self.where, "batching.token_budget", f"{limit} is below the model's context "
                              f"({self.model.max_context_tokens}): long prompts could never be scheduled whole",
@@ -82,18 +82,11 @@ class Pool:
                           tier2_bandwidth_bytes_per_s=p.kv_tier2_bandwidth_bytes_per_s or hw.host_link_bandwidth_bytes_per_s,
                           shared_tier=self.shared_kv_tier)
         policy: BatchingPolicy
-        if self.engine.name == "generic":  # (its parameters were checked at load: sim/resolve.py)
+        if self.engine.generic:  # (its parameters were checked at load: sim/resolve.py)
             policy = make_policy(self.batching.name, kv, self.batching.kwargs())
-        else:  # an engine preset's parameters resolve against this pool's KV capacity and host link
-            try:
-                params = engine_presets.policy_params({"name": self.engine.name, **self.engine.kwargs()},
-                                                      self.model.max_context_tokens,
-                                                      mem.num_blocks * mem.block_size_tokens,
-                                                      hw.host_link_bandwidth_bytes_per_s, mem.devices)
-                policy = EngineBatching(kv, **params)
-            except (TypeError, ValueError) as err:
-                raise InputError(f"conf/engine/{self.engine.name}.yaml", "parameters", str(err),
-                                 "fix the preset key or its engine.<key>= override") from None
+        else:  # the engine preset's scheduler over this pool's KV capacity and host link (checked at load)
+            policy = self.engine.batching(kv, self.model.max_context_tokens, mem.num_blocks * mem.block_size_tokens,
+                                          hw.host_link_bandwidth_bytes_per_s, mem.devices)
         index = len(self.instances)
         inst = Instance(self.env, self.name, index, policy, kv, self.cost, self._on_finish,
                         self.run.fast_forward, on_first_token=self._on_first_token, on_stopped=self._on_stopped,

@@ -1,5 +1,6 @@
-"""Engine presets (`conf/engine/<name>.yaml`): an engine's scheduler semantics and memory defaults, resolved for
-one pool into the `EngineBatching` parameters and the pool's memory settings.
+"""Engine presets (`conf/engine/<name>.yaml`): an engine's scheduler semantics and memory defaults, as one typed,
+frozen `EnginePreset` resolved at load (sim/resolve.py `engine_preset`); what depends on the pool's KV capacity
+(known only once its memory plan is built) is a method taking that capacity.
 
 A pool takes the `engine` group's preset (default `generic`: the `batching` group decides, as before), or its own
 `engine:` (a preset name, or a mapping `{name: <preset>, <key>: <override>...}`). Keys (each yaml names the
@@ -15,13 +16,11 @@ max_num_seqs -> SGLang's max_running_requests rule over the pool's KV tokens (it
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 
-import yaml
+from sim.core.instance.batching.engine import EngineBatching
+from sim.core.instance.kv_cache import BlockManager
 
-from inferplan.errors import InputError
-from inferplan.specs import CONF_DIR as SPEC_CONF_DIR
-
-CONF_DIR = SPEC_CONF_DIR / "engine"
 POLICY_KEYS = ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "iteration", "admission",
                "watermark_fraction", "preemption", "num_scheduler_steps", "stream_each_step", "cuda_graph_sizes",
                "new_token_ratio_init", "new_token_ratio_min", "new_token_ratio_decay", "host_per_seq_s", "overlap")
@@ -29,41 +28,7 @@ RULE_KEYS = ("req_pool_cap",)  # (inputs of the `null` rules, not scheduler para
 MEMORY_KEYS = ("gpu_memory_utilization", "gpu_memory_utilization_by_tp", "kv_free_memory_fraction",
                "block_size_tokens", "swap_space_gib")
 DOC_KEYS = ("name", "engine_version")
-
-
-def presets() -> list[str]:
-    return sorted(p.stem for p in CONF_DIR.glob("*.yaml"))
-
-
-def resolve(pool_engine, group_engine: dict | None, where: str) -> dict:
-    """The preset a pool runs: its own `engine:` (name or mapping with overrides) over the group's."""
-    spec = dict(group_engine or {"name": "generic"})
-    if pool_engine is None:
-        return _check(spec, where)
-    own = {"name": pool_engine} if isinstance(pool_engine, str) else dict(pool_engine)
-    name = own.get("name", spec.get("name"))
-    if name != spec.get("name"):
-        path = CONF_DIR / f"{name}.yaml"
-        if not path.is_file():
-            raise InputError(where, "engine", f"unknown engine preset {name!r}", f"use one of: {', '.join(presets())}")
-        spec = yaml.safe_load(path.read_text()) or {}
-    spec.update(own)
-    return _check(spec, where)
-
-
-def _check(spec: dict, where: str) -> dict:
-    name = spec.get("name", "generic")
-    if name == "generic":
-        extra = sorted(set(spec) - {"name"})
-        if extra:
-            raise InputError(where, f"engine.{extra[0]}", "the generic engine has no settings (the batching group "
-                             "decides)", "choose a preset first: engine=vllm_v0|vllm_v1|sglang|trtllm")
-        return {"name": "generic"}
-    unknown = sorted(set(spec) - set(POLICY_KEYS) - set(MEMORY_KEYS) - set(RULE_KEYS) - set(DOC_KEYS))
-    if unknown:
-        raise InputError(where, f"engine.{unknown[0]}", "unknown engine key",
-                         f"valid keys: {', '.join(POLICY_KEYS + MEMORY_KEYS)}")
-    return spec
+GENERIC = "generic"
 
 
 def graph_sizes(rule) -> tuple[int, ...]:
@@ -76,29 +41,76 @@ def graph_sizes(rule) -> tuple[int, ...]:
     return tuple(sorted(s for s in sizes if s <= top))
 
 
-def memory_settings(spec: dict, tp: int, pool_utilization: float, pool_block: int) -> tuple[float, int]:
-    """(gpu_memory_utilization, block_size_tokens) the engine gives the pool."""
-    util = spec.get("gpu_memory_utilization")
-    if util is None:
-        by_tp = {int(k): float(v) for k, v in (spec.get("gpu_memory_utilization_by_tp") or {}).items()}
-        fitting = [k for k in by_tp if k <= tp]
-        util = by_tp[max(fitting)] if fitting else pool_utilization
-    block = spec.get("block_size_tokens")
-    return float(util), int(block if block is not None else pool_block)
+@dataclass(frozen=True)
+class EnginePreset:
+    """One pool's engine preset, resolved and checked at load (`generic`: no preset, the batching group decides).
+    Field names are the yaml keys; defaults are `EngineBatching`'s. `cuda_graph_sizes` is the captured batch
+    sizes the yaml's rule expands to; `gpu_memory_utilization_by_tp` is (tp, fraction) pairs in yaml order."""
 
+    name: str = GENERIC
+    engine_version: str = ""
+    max_num_seqs: int | None = None              # None: SGLang's rule over the pool's KV tokens
+    max_num_batched_tokens: int | None = None    # None: max(model context, 2048)
+    chunked_prefill: bool = False
+    iteration: str = "mixed"
+    admission: str = "on_demand"
+    watermark_fraction: float = 0.0
+    preemption: str = "recompute"
+    num_scheduler_steps: int = 1
+    stream_each_step: bool = True
+    cuda_graph_sizes: tuple[int, ...] = ()
+    new_token_ratio_init: float = 0.7
+    new_token_ratio_min: float = 0.1
+    new_token_ratio_decay: float = 0.001
+    host_per_seq_s: float = 0.0
+    overlap: str = "none"
+    swap_space_gib: float = 0.0                  # host swap space per GPU (preemption: swap)
+    req_pool_cap: int = 5120                     # requests: the cap of SGLang's request pool (max_num_seqs rule)
+    gpu_memory_utilization: float | None = None  # None: the `_by_tp` entry, else the pool's own value
+    gpu_memory_utilization_by_tp: tuple[tuple[int, float], ...] = ()
+    kv_free_memory_fraction: float | None = None  # None: 1.0 (all of what weights and activations leave)
+    block_size_tokens: int | None = None         # None: the pool's own
 
-def policy_params(spec: dict, max_context_tokens: int, kv_tokens: int, host_link_bytes_per_s: float = 0.0,
-                  gpus: int = 1) -> dict:
-    """`EngineBatching` keyword arguments, the `null` rules resolved for this pool (swap preemption moves KV over
-    the hardware's host link into `swap_space_gib` per GPU)."""
-    p = {k: spec[k] for k in POLICY_KEYS if k in spec}
-    if p.get("preemption") == "swap":
-        p["swap_bandwidth_bytes_per_s"] = float(host_link_bytes_per_s)
-        p["swap_space_bytes"] = float(spec.get("swap_space_gib") or 0.0) * 2**30 * gpus
-    if p.get("max_num_batched_tokens") is None:
-        p["max_num_batched_tokens"] = max(max_context_tokens, 2048)
-    if p.get("max_num_seqs") is None:
-        pool = min(max(int(kv_tokens / max_context_tokens * 512), 2048), int(spec.get("req_pool_cap") or 5120))
-        p["max_num_seqs"] = max(1, min(kv_tokens // 2, pool - 1))
-    p["cuda_graph_sizes"] = graph_sizes(p.get("cuda_graph_sizes"))
-    return p
+    @property
+    def generic(self) -> bool:
+        return self.name == GENERIC
+
+    def memory_settings(self, tp: int, pool_utilization: float, pool_block_tokens: int) -> tuple[float, int]:
+        """(gpu_memory_utilization, block_size_tokens) the engine gives a pool of tensor parallelism `tp`."""
+        util = self.gpu_memory_utilization
+        if util is None:
+            fitting = [k for k, _ in self.gpu_memory_utilization_by_tp if k <= tp]
+            util = dict(self.gpu_memory_utilization_by_tp)[max(fitting)] if fitting else pool_utilization
+        block = self.block_size_tokens
+        return float(util), int(block if block is not None else pool_block_tokens)
+
+    def kv_free_fraction(self) -> float:
+        """Share of what weights and activations leave that KV takes (TRT-LLM's kv_free_memory_fraction)."""
+        return float(self.kv_free_memory_fraction or 1.0)
+
+    def token_budget(self, max_context_tokens: int) -> int:
+        """Tokens per iteration (`max_num_batched_tokens`, its `null` rule resolved for the model's context)."""
+        return int(self.max_num_batched_tokens or max(max_context_tokens, 2048))
+
+    def max_seqs(self, max_context_tokens: int, kv_tokens: int) -> int:
+        """Running sequences at most: the preset's value, or SGLang's rule over the pool's `kv_tokens`."""
+        if self.max_num_seqs is not None:
+            return self.max_num_seqs
+        pool = min(max(int(kv_tokens / max_context_tokens * 512), 2048), int(self.req_pool_cap or 5120))
+        return max(1, min(kv_tokens // 2, pool - 1))
+
+    def batching(self, kv: BlockManager, max_context_tokens: int, kv_tokens: int,
+                 host_link_bytes_per_s: float = 0.0, gpus: int = 1) -> EngineBatching:
+        """The engine's scheduler over `kv` for a pool holding `kv_tokens` tokens of KV per instance (swap
+        preemption moves KV over the hardware's host link into `swap_space_gib` per GPU)."""
+        swap = self.preemption == "swap"
+        return EngineBatching(
+            kv, max_num_seqs=self.max_seqs(max_context_tokens, kv_tokens),
+            max_num_batched_tokens=self.token_budget(max_context_tokens), chunked_prefill=self.chunked_prefill,
+            admission=self.admission, watermark_fraction=self.watermark_fraction, preemption=self.preemption,
+            iteration=self.iteration, num_scheduler_steps=self.num_scheduler_steps,
+            stream_each_step=self.stream_each_step, cuda_graph_sizes=self.cuda_graph_sizes,
+            new_token_ratio_init=self.new_token_ratio_init, new_token_ratio_min=self.new_token_ratio_min,
+            new_token_ratio_decay=self.new_token_ratio_decay, host_per_seq_s=self.host_per_seq_s,
+            overlap=self.overlap, swap_bandwidth_bytes_per_s=float(host_link_bytes_per_s) if swap else 0.0,
+            swap_space_bytes=float(self.swap_space_gib or 0.0) * 2**30 * gpus if swap else 0.0)
