@@ -108,7 +108,7 @@ def build_pool_pricing(model: ModelSpec, hw: HardwareSpec, p: PoolSpec, cost_cfg
     return PoolPricing(cost, mem, dep.devices, link, hw.inter_node_latency_s, dep)
 
 
-def _cost_model(model: ModelSpec, hw: HardwareSpec, pricer: OpPricer, p: PoolConfig, cost_cfg: CostConfig,
+def _cost_model(model: ModelSpec, hw: HardwareSpec, pricer: OpPricer, p: PoolSpec, cost_cfg: CostConfig,
                 dep: Deployment, where: str) -> LayeredCostModel:
     """The pool's layered cost model: a kept one built from the same content, else a new one (kept)."""
     key = repr((model, hw, pricer.generation, pricer.profile, sorted(cost_cfg.efficiency.items()), cost_cfg.launch_s,
@@ -125,7 +125,7 @@ def _cost_model(model: ModelSpec, hw: HardwareSpec, pricer: OpPricer, p: PoolCon
     return cost
 
 
-def _new_cost_model(model: ModelSpec, hw: HardwareSpec, pricer: OpPricer, p: PoolConfig, cost_cfg: CostConfig,
+def _new_cost_model(model: ModelSpec, hw: HardwareSpec, pricer: OpPricer, p: PoolSpec, cost_cfg: CostConfig,
                     dep: Deployment, where: str) -> LayeredCostModel:
     return LayeredCostModel(model, hw, pricer, tp=p.tp, weights_dtype=p.weights_dtype, kv_dtype=p.kv_dtype,
                             step_overhead_s=cost_cfg.step_overhead_s, link_efficiency=cost_cfg.link_efficiency,
