@@ -67,6 +67,13 @@ def _shape(p) -> dict[str, float]:
     return {k: float(v) for k, v in (kv.split("=") for kv in p.shape.split(","))}
 
 
+def prefill_seq_share(s: dict[str, float]) -> tuple[float, float]:
+    """(mean attended keys, causal share of the pairs) of one Vidur prefill row (q new tokens after c cached): the
+    `seq` and `causal_share` arguments of `PrefillForm.time_s`."""
+    q, c = s["q"], s["c"]
+    return c + (q + 1) / 2, q * (q + 1) / 2 / (q * c + q * (q + 1) / 2)
+
+
 def fit_attention(folder: str, hardware: str = "a100_80gb") -> tuple[dict, list[dict]]:
     hw = load_hardware(hardware)
     peak, bw = hw.peak_for("bf16"), hw.mem_bandwidth_bytes_per_s
@@ -82,12 +89,13 @@ def fit_attention(folder: str, hardware: str = "a100_80gb") -> tuple[dict, list[
         src = sorted({p.source for p in ps})[0]
         if op == "attn_prefill":
             def form(th):
-                return PrefillForm(1 / (1 + math.exp(-th[0])), math.exp(th[1]), math.exp(th[2]))
+                return PrefillForm(1 / (1 + math.exp(-th[0])), math.exp(th[1]), math.exp(th[2]),
+                                   1.0 + math.exp(th[3]))
 
             def pred(fm, p):
-                s = _shape(p)
-                return fm.time_s(p.flops, p.bytes, s["c"] + (s["q"] + 1) / 2, peak, bw)
-            x0 = [0.0, math.log(256.0), math.log(2e-5)]
+                seq, share = prefill_seq_share(_shape(p))
+                return fm.time_s(p.flops, p.bytes, seq, peak, bw, causal_share=share)
+            x0 = [0.0, math.log(256.0), math.log(2e-5), math.log(0.5)]
         else:
             def form(th):
                 return RooflineForm(0.5, 1 / (1 + math.exp(-th[0])), math.exp(th[1]))
@@ -102,6 +110,9 @@ def fit_attention(folder: str, hardware: str = "a100_80gb") -> tuple[dict, list[
         params[op] = {k: {"value": float(f"{getattr(fm, k):.6g}"), "basis": basis} for k in fm.__dataclass_fields__}
         if op == "attn_decode":
             params[op]["compute_eff"]["basis"] = "assumption: 0.5 (decode is memory-bound in every row; not identifiable)"
+        if op == "attn_prefill":
+            params[op]["causal_factor"]["basis"] = (basis + "; > 1: time follows q (c + q), the whole q x q block of "
+                                                    "a chunk's new tokens computed (residuals by q and c)")
         meas = [p.measured_s for p in held]
         before = [float(cost["launch_s"]) + max(p.flops / peak, p.bytes / bw) / float(cost["efficiency"][op])
                   for p in held]

@@ -69,8 +69,10 @@ class AnalyticalModel:
             assert form is not None
             return max(self.launch_s, form.time_s(s["m"], s["n"], s["k"], p.flops, p.bytes, peak, bw))
         if p.op == "attn_prefill" and g.attn_prefill is not None:
-            s = _shape(p)
-            return max(self.launch_s, g.attn_prefill.time_s(p.flops, p.bytes, s["c"] + (s["q"] + 1) / 2, peak, bw))
+            from calibrate.ampere_fit import prefill_seq_share
+
+            seq, share = prefill_seq_share(_shape(p))
+            return max(self.launch_s, g.attn_prefill.time_s(p.flops, p.bytes, seq, peak, bw, causal_share=share))
         if p.op == "attn_decode" and g.attn_decode is not None:
             return max(self.launch_s, float(g.attn_decode.time_s(p.flops, p.bytes, peak, bw)))
         if p.op == "elementwise" and g.elementwise is not None:
