@@ -67,6 +67,12 @@ def _shape(p) -> dict[str, float]:
     return {k: float(v) for k, v in (kv.split("=") for kv in p.shape.split(","))}
 
 
+ENGINE_CAUSAL_BASIS = ("kernel: the engines' FlashAttention-2 (vLLM 0.6 ships FA 2.6; varlen and paged, causal) "
+                       "stops each query tile's key loop at the diagonal (n_block_max in flash_fwd_kernel.h), so a "
+                       "new-token pair costs what a context pair costs; Vidur's profiled kernel did not "
+                       "(vidur_profiler below)")
+
+
 def prefill_seq_share(s: dict[str, float]) -> tuple[float, float]:
     """(mean attended keys, causal share of the pairs) of one Vidur prefill row (q new tokens after c cached): the
     `seq` and `causal_share` arguments of `PrefillForm.time_s`."""
@@ -110,9 +116,13 @@ def fit_attention(folder: str, hardware: str = "a100_80gb") -> tuple[dict, list[
         params[op] = {k: {"value": float(f"{getattr(fm, k):.6g}"), "basis": basis} for k in fm.__dataclass_fields__}
         if op == "attn_decode":
             params[op]["compute_eff"]["basis"] = "assumption: 0.5 (decode is memory-bound in every row; not identifiable)"
-        if op == "attn_prefill":
-            params[op]["causal_factor"]["basis"] = (basis + "; > 1: time follows q (c + q), the whole q x q block of "
-                                                    "a chunk's new tokens computed (residuals by q and c)")
+        if op == "attn_prefill":  # kappa is the profiled kernel's, not the GPU's: engines' kernels skip masked tiles
+            params["vidur_profiler"] = {"attn_prefill_causal_factor": {
+                "value": params[op]["causal_factor"]["value"],
+                "basis": basis + "; jointly with attn_prefill's other parameters: time follows q (c + q), the whole "
+                         "q x q block of a chunk's new tokens computed (residuals by q and c); applies to tables "
+                         "timed by Vidur's profiler (calibrate.crosscheck)"}}
+            params[op]["causal_factor"] = {"value": 1.0, "basis": ENGINE_CAUSAL_BASIS}
         meas = [p.measured_s for p in held]
         before = [float(cost["launch_s"]) + max(p.flops / peak, p.bytes / bw) / float(cost["efficiency"][op])
                   for p in held]
