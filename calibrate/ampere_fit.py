@@ -5,7 +5,8 @@ decoder layer separately (sarathi-serve kernels). Per kind (norm: input/post-att
 act: SiLU-and-mul; rope: rotary) this fits `floor + bytes / (bandwidth x e)` (linear least squares in relative
 error) on every token count but every fourth (held out), and reports the held-out MAPE per Vidur op of the scalar
 default (`elementwise` 0.60 + 4 us) and of the fit. Attention (the Llama-2-70B TP2 table): prefill
-`launch + flops / (peak e_c s/(s+s0))` and decode `launch + max(flops / (peak e_c), bytes / (bw e_m))`
+`launch + flops / (peak e_c s/(s+s0))` plus the new-token pairs at (k - 1) times a context pair (k: the profiled
+kernel's causal factor, written as `vidur_profiler`; the simulator's form keeps k = 1) and decode `launch + max(flops / (peak e_c), bytes / (bw e_m))`
 (`calibrate.efficiency`), fitted (Nelder-Mead, log error) on every tenth of the rows not held out (every fourth
 row held out). `--write` puts the fits into conf/cost/generations/ampere.yaml (A100 is Ampere), each value citing
 the files it comes from, with the GEMM form (`fit_gemm`, Vidur's four projections) and the NCCL all-reduce segments of `calibrate.nccl_fit` (Vidur's network tables).

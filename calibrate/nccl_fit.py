@@ -6,7 +6,7 @@ tens of microseconds (launch plus NCCL's synchronisation of the ranks) that the 
 datasheet latency misses, and NCCL switches protocol and algorithm (LL / LL128 / Simple, ring / tree) with size, so
 each (node, link, ranks) gets up to five size segments `floor + 2 (p-1)/p S / (B e)`, B the conf/hardware link.
 Split: rows sorted by size, every third from the second held out (`calibrate.hopper_fit.split`); segments and
-their breaks are fitted on the rest only (relative least squares per segment; breaks chosen from the training
+their breaks are fitted on the rest only (least absolute relative error per segment, by IRLS; breaks chosen from the training
 sizes, a break kept only where it cuts the training error by 10%).
 """
 from __future__ import annotations
