@@ -5,7 +5,8 @@ decoder layer separately (sarathi-serve kernels). Per kind (norm: input/post-att
 act: SiLU-and-mul; rope: rotary) this fits `floor + bytes / (bandwidth x e)` (linear least squares in relative
 error) on every token count but every fourth (held out), and reports the held-out MAPE per Vidur op of the scalar
 default (`elementwise` 0.60 + 4 us) and of the fit. Attention (the Llama-2-70B TP2 table): prefill
-`launch + flops / (peak e_c s/(s+s0))` and decode `launch + max(flops / (peak e_c), bytes / (bw e_m))`
+`launch + flops / (peak e_c s/(s+s0))` plus the new-token pairs at (k - 1) times a context pair (k: the profiled
+kernel's causal factor, written as `vidur_profiler`; the simulator's form keeps k = 1) and decode `launch + max(flops / (peak e_c), bytes / (bw e_m))`
 (`calibrate.efficiency`), fitted (Nelder-Mead, log error) on every tenth of the rows not held out (every fourth
 row held out). `--write` puts the fits into conf/cost/generations/ampere.yaml (A100 is Ampere), each value citing
 the files it comes from, with the GEMM form (`fit_gemm`, Vidur's four projections) and the NCCL all-reduce segments of `calibrate.nccl_fit` (Vidur's network tables).
@@ -67,6 +68,19 @@ def _shape(p) -> dict[str, float]:
     return {k: float(v) for k, v in (kv.split("=") for kv in p.shape.split(","))}
 
 
+ENGINE_CAUSAL_BASIS = ("kernel: the engines' FlashAttention-2 (vLLM 0.6 ships FA 2.6; varlen and paged, causal) "
+                       "stops each query tile's key loop at the diagonal (n_block_max in flash_fwd_kernel.h), so a "
+                       "new-token pair costs what a context pair costs; Vidur's profiled kernel did not "
+                       "(vidur_profiler below)")
+
+
+def prefill_seq_share(s: dict[str, float]) -> tuple[float, float]:
+    """(mean attended keys, causal share of the pairs) of one Vidur prefill row (q new tokens after c cached): the
+    `seq` and `causal_share` arguments of `PrefillForm.time_s`."""
+    q, c = s["q"], s["c"]
+    return c + (q + 1) / 2, q * (q + 1) / 2 / (q * c + q * (q + 1) / 2)
+
+
 def fit_attention(folder: str, hardware: str = "a100_80gb") -> tuple[dict, list[dict]]:
     hw = load_hardware(hardware)
     peak, bw = hw.peak_for("bf16"), hw.mem_bandwidth_bytes_per_s
@@ -82,12 +96,13 @@ def fit_attention(folder: str, hardware: str = "a100_80gb") -> tuple[dict, list[
         src = sorted({p.source for p in ps})[0]
         if op == "attn_prefill":
             def form(th):
-                return PrefillForm(1 / (1 + math.exp(-th[0])), math.exp(th[1]), math.exp(th[2]))
+                return PrefillForm(1 / (1 + math.exp(-th[0])), math.exp(th[1]), math.exp(th[2]),
+                                   1.0 + math.exp(th[3]))
 
             def pred(fm, p):
-                s = _shape(p)
-                return fm.time_s(p.flops, p.bytes, s["c"] + (s["q"] + 1) / 2, peak, bw)
-            x0 = [0.0, math.log(256.0), math.log(2e-5)]
+                seq, share = prefill_seq_share(_shape(p))
+                return fm.time_s(p.flops, p.bytes, seq, peak, bw, causal_share=share)
+            x0 = [0.0, math.log(256.0), math.log(2e-5), math.log(0.5)]
         else:
             def form(th):
                 return RooflineForm(0.5, 1 / (1 + math.exp(-th[0])), math.exp(th[1]))
@@ -102,6 +117,13 @@ def fit_attention(folder: str, hardware: str = "a100_80gb") -> tuple[dict, list[
         params[op] = {k: {"value": float(f"{getattr(fm, k):.6g}"), "basis": basis} for k in fm.__dataclass_fields__}
         if op == "attn_decode":
             params[op]["compute_eff"]["basis"] = "assumption: 0.5 (decode is memory-bound in every row; not identifiable)"
+        if op == "attn_prefill":  # kappa is the profiled kernel's, not the GPU's: engines' kernels skip masked tiles
+            params["vidur_profiler"] = {"attn_prefill_causal_factor": {
+                "value": params[op]["causal_factor"]["value"],
+                "basis": basis + "; jointly with attn_prefill's other parameters: time follows q (c + q), the whole "
+                         "q x q block of a chunk's new tokens computed (residuals by q and c); applies to tables "
+                         "timed by Vidur's profiler (calibrate.crosscheck)"}}
+            params[op]["causal_factor"] = {"value": 1.0, "basis": ENGINE_CAUSAL_BASIS}
         meas = [p.measured_s for p in held]
         before = [float(cost["launch_s"]) + max(p.flops / peak, p.bytes / bw) / float(cost["efficiency"][op])
                   for p in held]

@@ -22,6 +22,8 @@ import argparse
 import json
 import sys
 from collections import defaultdict
+from dataclasses import replace
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +44,17 @@ def _shape(p: ReferencePoint) -> dict[str, float]:
     return {k: float(v) for k, v in (kv.split("=") for kv in p.shape.split(","))}
 
 
+@lru_cache(maxsize=1)
+def vidur_causal_factor() -> float:
+    """Prefill attention's causal factor of the kernel Vidur's profiler times (fitted on its A100 table by
+    `calibrate.ampere_fit`, `vidur_profiler` in conf/cost/generations/ampere.yaml); 1 where not fitted."""
+    from calibrate.efficiency import GENERATIONS_DIR
+
+    path = GENERATIONS_DIR / "ampere.yaml"
+    d = (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
+    return float(((d.get("vidur_profiler") or {}).get("attn_prefill_causal_factor") or {}).get("value", 1.0))
+
+
 class AnalyticalModel:
     """The simulator's analytical pricing of one op (mirrors `sim.core.cost.pricer.OpPricer` without a profile): the
     scalar defaults, or the hardware generation's fitted shape forms (`calibrate.efficiency`, read from the same
@@ -59,6 +72,8 @@ class AnalyticalModel:
             self.gen = load_generation(hardware_generation(hw.source))
 
     def _form_s(self, p: ReferencePoint) -> float | None:
+        """The generation's shape form for a Vidur row; prefill attention with the causal factor of the kernel
+        Vidur's profiler timed (`vidur_causal_factor`), not the engines' (1)."""
         g, hw = self.gen, self.hw
         if g is None:
             return None
@@ -69,8 +84,11 @@ class AnalyticalModel:
             assert form is not None
             return max(self.launch_s, form.time_s(s["m"], s["n"], s["k"], p.flops, p.bytes, peak, bw))
         if p.op == "attn_prefill" and g.attn_prefill is not None:
-            s = _shape(p)
-            return max(self.launch_s, g.attn_prefill.time_s(p.flops, p.bytes, s["c"] + (s["q"] + 1) / 2, peak, bw))
+            from calibrate.ampere_fit import prefill_seq_share
+
+            seq, share = prefill_seq_share(_shape(p))
+            form = replace(g.attn_prefill, causal_factor=vidur_causal_factor())
+            return max(self.launch_s, form.time_s(p.flops, p.bytes, seq, peak, bw, causal_share=share))
         if p.op == "attn_decode" and g.attn_decode is not None:
             return max(self.launch_s, float(g.attn_decode.time_s(p.flops, p.bytes, peak, bw)))
         if p.op == "elementwise" and g.elementwise is not None:

@@ -7,7 +7,8 @@ file replaces that, for the ops it covers, with forms whose parameters were fitt
 * GEMM (dense, and MoE grouped over `groups` experts of `m` rows each): `launch + max(t_c, t_m)`, t_c = flops /
   (peak x e_c x wave fill) x (1 + k0 / K) (tiles of tile_m x tile_n over `sms` SMs; k0: per-tile prologue and
   epilogue in K units), t_m = bytes / (bandwidth x e_m). Grouped layouts (contiguous, masked) scale e_c.
-* Prefill attention: `launch + flops / (peak x e_c x s / (s + s0))` (s: mean attended keys per query).
+* Prefill attention: `launch + flops / (peak x e_c x s / (s + s0))` (s: mean attended keys per query), the
+  pairs among a chunk's new tokens costing `causal_factor` times a context pair (1: masked tiles skipped).
 * Decode attention: `launch + max(flops / (peak x e_c), bytes / (bandwidth x e_m))` (GQA paged; MLA).
 * Custom all-reduce (intra-node, below `max_bytes`): one-shot `lat + (p-1) S / B` or two-shot
   `2 lat + 2 (p-1)/p S / B`, whichever is faster, lat = a0 + a1 p; larger messages go to NCCL's ring.
@@ -73,16 +74,28 @@ class GemmForm:
 
 @dataclass(frozen=True)
 class PrefillForm:
+    """launch + flops (1 + s0/s + (kappa - 1) f) / (peak e_c): per attended (query, key) pair, plus s0 pairs' worth
+    per query row (Q load, softmax rescale, O write; s: mean keys a query attends), the pairs among the chunk's
+    own new tokens (share f of all pairs) costing `causal_factor` (kappa) times a cached-context pair. kappa = 1:
+    the kernel skips masked tiles (FA2/FA3 causal); kappa = 2: it computes the whole q x q block of the new tokens
+    (Vidur's A100 table: time follows q (c + q), not q (c + (q+1)/2))."""
+
     compute_eff: float
     seq_half: float            # s0: attended keys per query at which half the asymptotic rate is reached
     launch_s: float
+    causal_factor: float = 1.0
 
-    def time_s(self, flops: float, bytes_: float, seq: float, peak: float, bw: float, scale: float = 1.0) -> float:
+    def time_s(self, flops: float, bytes_: float, seq: float, peak: float, bw: float, scale: float = 1.0,
+               causal_share: float = 0.0) -> float:
+        """`causal_share`: the share of the attended pairs that lie among the chunks' new tokens
+        (q_sq / (q_sq + q_ctx) in `calibrate.ops.attn_prefill_work`'s sums)."""
         if flops <= 0:
             return 0.0
         s = max(seq, 1.0)
-        return self.launch_s + max(flops / (peak * self.compute_eff * s / (s + self.seq_half)),
-                                   bytes_ / bw) / scale
+        tc = flops / (peak * self.compute_eff * s / (s + self.seq_half))
+        if self.causal_factor != 1.0:
+            tc += (self.causal_factor - 1.0) * causal_share * flops / (peak * self.compute_eff)
+        return self.launch_s + max(tc, bytes_ / bw) / scale
 
 
 @dataclass(frozen=True)

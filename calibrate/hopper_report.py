@@ -71,7 +71,8 @@ def evaluate() -> tuple[dict, list[dict]]:
         lines.append({"op": f"all-reduce TP{p} (custom, 2 KiB-4 MiB)", "gpu": "H100", "table": rows[0]["src"], "n": len(hs),
                       "before": mape([ops.allreduce_s(rows[i]["bytes"], p, link, h100.intra_node_latency_s) for i in hs], meas),
                       "after": mape([ar["form"].time_s(rows[i]["bytes"], p) for i in hs], meas),
-                      "worst_after": max(abs(ar["form"].time_s(rows[i]["bytes"], p) / rows[i]["t"] - 1) * 100 for i in hs)})
+                      "worst_after": max(abs(ar["form"].time_s(rows[i]["bytes"], p) / rows[i]["t"] - 1) * 100 for i in hs),
+                      "ar_rows": [(rows[i]["bytes"], ar["form"].time_s(rows[i]["bytes"], p), rows[i]["t"]) for i in hs]})
     nb, na, nn = ep["normal_held"]
     lines.append({"op": "EP all-to-all, DeepEP normal (internode bw)", "gpu": "H800",
                   "table": "normal_dispatch_combine_h800.csv", "n": nn, "before": nb, "after": na})
@@ -109,6 +110,8 @@ def evaluate_kfold() -> tuple[dict, list[dict]]:
                     m["after"] += r["after"] * r["n"]
                     m["n"] += r["n"]
                     m["folds"] += 1
+                if "ar_rows" in r:
+                    m["ar_rows"] = (m["ar_rows"] if m["folds"] > 1 else []) + r["ar_rows"]
                 if "worst_after" in r:
                     m["worst_after"] = max(m.get("worst_after", 0.0) if m["folds"] > 1 else 0.0, r["worst_after"])
     finally:
@@ -177,7 +180,7 @@ def _params_yaml(g, a, ar, ep) -> dict:
     }
 
 
-def report_md(lines: list[dict]) -> str:
+def report_md(lines: list[dict], bands: list[dict] | None = None) -> str:
     out = [BEGIN, "", "Held-out MAPE (%) of the analytical model against each published kernel table, 3-fold on "
            "the kernel tables (rows by size, every third held out in turn, ends always fitted; each interior row "
            "counted once; the paged-decode and DeepEP tables keep their single stated split; the shipped parameters "
@@ -189,6 +192,16 @@ def report_md(lines: list[dict]) -> str:
     for r in lines:
         worst = f" (worst {r['worst_after']:.0f})" if "worst_after" in r else ""
         out.append(f"| {r['op']} | {r['gpu']} | `{r['table']}` | {r['n']} | {r['before']:.1f} | {r['after']:.1f}{worst} |")
+    if bands:
+        from calibrate.allreduce_bands import bands_md
+
+        out += ["", "All-reduce by message size (`calibrate.allreduce_bands`): per group the held-out rows in ten "
+                "bands of equal count by size (PR 2904: one band per held-out size, 3-fold). Noise floors (%): `noise "
+                "rep` = the 3 timed iterations of each Vidur size against their median (the best constant predictor "
+                "of that size); `noise nbr` = each size's median against the median of it and its 2 neighbours on "
+                "either side. Model MAPE (%): against each size's median (`model/med`, the whole-group figure above), "
+                "against the 3 iterations (`model/raw`), against the neighbour median (`model/nbr`, like for like "
+                "with `noise nbr`).", "", bands_md(bands)]
     out += ["", END]
     return "\n".join(out)
 
@@ -236,9 +249,13 @@ def main(argv: list[str] | None = None) -> int:
                                                       "(e.g. ../shared/reference-profiles/vidur)")
     args = parser.parse_args(argv)
     params, lines = evaluate_kfold()
+    from calibrate.allreduce_bands import custom_bands, vidur_bands
+
+    bands = custom_bands({int(r["op"].split("TP")[1].split()[0]): r["ar_rows"] for r in lines if "ar_rows" in r})
     if args.vidur:
         lines += vidur_lines(args.vidur)
-    md = report_md(lines)
+        bands += vidur_bands(args.vidur)
+    md = report_md(lines, bands)
     print(md)
     if args.write:
         OUT_YAML.parent.mkdir(parents=True, exist_ok=True)

@@ -4,9 +4,9 @@ Vidur's `network/<node>/all_reduce.csv` (MIT, Microsoft; ../shared/reference-pro
 torch.distributed (NCCL) all-reduce from 2 KiB up, per rank count and node layout. Small messages carry a floor of
 tens of microseconds (launch plus NCCL's synchronisation of the ranks) that the ring formula's 2(p-1) hops of the
 datasheet latency misses, and NCCL switches protocol and algorithm (LL / LL128 / Simple, ring / tree) with size, so
-each (node, link, ranks) gets up to three size segments `floor + 2 (p-1)/p S / (B e)`, B the conf/hardware link.
+each (node, link, ranks) gets up to five size segments `floor + 2 (p-1)/p S / (B e)`, B the conf/hardware link.
 Split: rows sorted by size, every third from the second held out (`calibrate.hopper_fit.split`); segments and
-their breaks are fitted on the rest only (relative least squares per segment; breaks chosen from the training
+their breaks are fitted on the rest only (least absolute relative error per segment, by IRLS; breaks chosen from the training
 sizes, a break kept only where it cuts the training error by 10%).
 """
 from __future__ import annotations
@@ -20,7 +20,8 @@ from calibrate.vidur import ReferencePoint, load_reference
 from inferplan.specs import load_hardware
 
 MIN_ROWS = 5        # training rows a segment needs
-MAX_BREAKS = 2      # up to three regimes (NCCL's LL, LL128, Simple protocols)
+MAX_BREAKS = 4      # up to five regimes (NCCL's LL, LL128, Simple protocols; ring, tree), each kept only if it pays
+IRLS_ITERS = 8      # reweightings of the segment fit towards least absolute relative error
 
 
 def _link_bytes_per_s(hardware: str, link: str) -> float:
@@ -29,12 +30,19 @@ def _link_bytes_per_s(hardware: str, link: str) -> float:
 
 
 def _segment(rows: list[ReferencePoint], ranks: int, bw: float) -> tuple[float, float]:
-    """(floor_s, bus_eff) minimising sum (pred / t - 1)^2 over `rows` (floor >= 0)."""
+    """(floor_s, bus_eff) minimising sum |pred / t - 1| over `rows` (floor >= 0): least squares in relative error,
+    reweighted (IRLS, weights 1 / |residual|) towards the L1 optimum. Small messages are bimodal (neighbouring
+    sizes read ~20 or ~60 us); squared relative error pulls a floor below both modes, the L1 fit takes the
+    median mode, which is what a MAPE measures."""
     x = np.array([2.0 * (ranks - 1) / ranks * p.bytes / bw for p in rows])
     t = np.array([p.measured_s for p in rows])
-    floor, g = np.linalg.lstsq(np.stack([1.0 / t, x / t], axis=1), np.ones(len(t)), rcond=None)[0]
-    if floor < 0:
-        floor, g = 0.0, float(np.sum(x / t) / np.sum((x / t) ** 2))
+    w = np.ones(len(t))
+    floor, g = 0.0, 1.0
+    for _ in range(IRLS_ITERS):
+        floor, g = np.linalg.lstsq(np.stack([w / t, w * x / t], axis=1), w, rcond=None)[0]
+        if floor < 0:
+            floor, g = 0.0, float(np.sum(w * w * x / t) / np.sum((w * x / t) ** 2))
+        w = 1.0 / np.sqrt(np.maximum(np.abs((floor + g * x) / t - 1.0), 1e-3))
     return float(floor), 1.0 / max(float(g), 1e-12)
 
 

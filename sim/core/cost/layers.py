@@ -125,8 +125,9 @@ class LayerPricer:
                                     2.0 * s.indexer_heads * s.indexer_head_dim * pairs, keys_bytes)
             q_sq, q_ctx = min(pairs, w.prefill_tokens * s.top_k_tokens), 0.0
         seq = (q_sq + q_ctx) / w.prefill_tokens  # mean keys a query attends (the shape forms' length term)
+        share = q_sq / (q_sq + q_ctx) if q_sq + q_ctx > 0 else 0.0  # pairs among the new tokens
         return t + self.pricer.attn_prefill_s("bf16", *ops.attn_prefill_work(
-            q_sq, q_ctx, w.prefill_tokens, w.prefill_kv_tokens, heads, kv_heads, dim, kv_bytes), seq)
+            q_sq, q_ctx, w.prefill_tokens, w.prefill_kv_tokens, heads, kv_heads, dim, kv_bytes), seq, share)
 
     def decode_attention(self, w: Work, ctx):
         """Decode attention of `w.decode_seqs` sequences with `ctx` cached tokens in all: a float for one step, an

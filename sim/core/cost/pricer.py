@@ -96,15 +96,16 @@ class OpPricer:
                         self.efficiency_scale.get(op, 1.0))
         return t if t >= self._launch_s else self._launch_s
 
-    def attn_prefill_s(self, dtype: str, flops: float, bytes_: float, seq: float) -> float:
-        """Prefill attention whose queries attend `seq` keys on average (the shape form's length term)."""
+    def attn_prefill_s(self, dtype: str, flops: float, bytes_: float, seq: float, causal_share: float) -> float:
+        """Prefill attention whose queries attend `seq` keys on average (the shape form's length term), a share
+        `causal_share` of the pairs among the chunks' new tokens (the form's causal-block term)."""
         form = self._form("attn_prefill", dtype)
         if form is None:
             return self.time_s("attn_prefill", dtype, flops, bytes_)
         if flops <= 0.0 and bytes_ <= 0.0:
             return 0.0
         t = form.time_s(flops, bytes_, seq, self.hw.peak_for(check_dtype(dtype)["compute"]),
-                        self.hw.mem_bandwidth_bytes_per_s, self.efficiency_scale.get("attn_prefill", 1.0))
+                        self.hw.mem_bandwidth_bytes_per_s, self.efficiency_scale.get("attn_prefill", 1.0), causal_share)
         return t if t >= self._launch_s else self._launch_s
 
     def elementwise_layer_s(self, tokens: float, hidden: float, rope_cols: float, act_rows: float,
