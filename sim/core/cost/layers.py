@@ -20,6 +20,7 @@ from sim.core.cost.deployment import Deployment
 from sim.core.cost.host import ELEMENTWISE_KERNELS
 from sim.core.cost.layout import Layout
 from sim.core.cost.pricer import OpPricer
+from sim.core.cost.tables import StepCache
 from sim.core.cost.weights import expert_bytes_per_device, kv_elem_bytes
 
 COMPUTE_PARTS: tuple[str, ...] = ("attention", "dense_gemm", "moe_gemm", "elementwise")
@@ -51,14 +52,14 @@ class LayerCost:
 
 class LayerPricer:
     def __init__(self, m: ModelSpec, dep: Deployment, lay: Layout, pricer: OpPricer, links: Links,
-                 kv_dtype: str) -> None:
+                 kv_dtype: str, cache: StepCache) -> None:
         self.m, self.dep, self.lay, self.pricer, self.links = m, dep, lay, pricer, links
         self.fmt = dep.weights
         self.kv_bytes = kv_elem_bytes(kv_dtype)
         self.kv_op_dtype = "fp8" if kv_dtype in ("fp8", "fp8_block") else kv_dtype
         self.heads = m.num_heads / lay.tp
         self.gate = 2 if m.ffn_kind == "gated" else 1
-        self._static: dict[tuple[Work, bool], LayerCost] = {}  # cleared past 100,000 entries
+        self.cache = cache  # the cost model's one step cache: a layer's context-free part is kept there by work
         e = m.moe
         if e is not None:
             self.base_imbalance = ex.base_imbalance(dep.experts, e.num_experts, lay.ep)
@@ -199,11 +200,11 @@ class LayerPricer:
     # -- a whole layer ----------------------------------------------------------------------------------------
     def layer(self, w: Work, ctx, moe: bool) -> LayerCost:
         """One layer for work `w` with decode context sums `ctx` (a float, or an array over decode steps)."""
-        st = self._static.get((w, moe))
+        layers = self.cache.layers
+        st = layers.get((w, moe))
         if st is None:
-            if len(self._static) > 100_000:
-                self._static.clear()
-            st = self._static[(w, moe)] = self._layer_static(w, moe)
+            st = self._layer_static(w, moe)
+            self.cache.remember(layers, (w, moe), st)
         if not w.decode_seqs:
             return st
         decode = self.decode_attention(w, ctx)

@@ -75,7 +75,8 @@ class LayeredCostModel:
         self.links = Links(hw, tp=tp, ep=dep.ep, stage_devices=self.lay.stage_devices, pp=dep.pp,
                            link_efficiency=link_efficiency, scale=pricer.efficiency_scale,
                            generation=pricer.generation)
-        self.layers = LayerPricer(model, dep, self.lay, pricer, self.links, kv_dtype)
+        self.steps = StepCache(self._price, self._price_step, self._mixed_form)  # every kept cost
+        self.layers = LayerPricer(model, dep, self.lay, pricer, self.links, kv_dtype, self.steps)
         self.host = host or resolve_host(dep.host, step_overhead_s, pricer.profile)
         g = pricer.generation
         gf = g.gemm_form("bf16") if g is not None else None
@@ -89,7 +90,6 @@ class LayeredCostModel:
         self.acceptance = () if dep.mtp is None else dep.mtp.acceptance
         self._dense_layers = any(st.dense_layers for st in self.lay.stages)
         self._moe_layers = any(st.moe_layers for st in self.lay.stages)
-        self.steps = StepCache(self._price, self._price_step, self._mixed_form)  # every kept step cost
         # Which ops are priced from where (`describe`) is a property of the configuration, not of the traffic met
         # so far: one step of the pool's role (a prefill chunk and/or a decode) resolves every op it can use.
         if role not in ("unified", "prefill", "decode"):

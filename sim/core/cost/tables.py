@@ -10,7 +10,9 @@ which order, changes only how much is priced, never a value. So one model can se
   loops without per-run arrays;
 * mixed shapes (prefill chunks and decodes): a `MixedForm`, whose only context-dependent term, the decode
   attention, is read from `ContextValues` shared by the forms with the same decode work;
-* the rest (prefill-only shapes): the `StepCost` by shape (their context sum is 0).
+* the rest (prefill-only shapes): the `StepCost` by shape (their context sum is 0);
+* below the steps, a layer's context-free part by its work (`layers.LayerPricer.layer`), which steps of different
+  shapes share.
 
 The pricing itself comes from the cost model through callbacks (`sim.core.cost.roofline`). Compiled with mypyc.
 """
@@ -150,7 +152,7 @@ class StepCache:
     `price_contexts(shape, contexts)` prices `shape` at an array of context sums ((total, parts, hidden), arrays or
     floats); `price_step(shape)` prices one step in full; `mixed_form(shape)` builds a mixed shape's form (None
     when its time is not affine in the decode attention). Tables are evicted least recently used first; the other
-    kinds oldest first (`_remember`)."""
+    kinds oldest first (`remember`)."""
 
     def __init__(self, price_contexts: Callable[[BatchShape, Any], tuple[Any, Any, Any]],
                  price_step: Callable[[BatchShape], StepCost], mixed_form: Callable[[BatchShape], MixedForm | None],
@@ -164,6 +166,7 @@ class StepCache:
         self.exact: dict[ShapeKey, StepCost] = {}
         self.forms: dict[ShapeKey, MixedForm | None] = {}
         self.attention: dict[tuple[float, int, float], ContextValues] = {}  # by (decode seqs, queries, factor)
+        self.layers: dict[tuple[Any, bool], Any] = {}  # a layer's context-free part by (work, MoE): layers.LayerCost
 
     def step_cost(self, b: BatchShape) -> StepCost:
         """The iteration's cost: a decode-only shape from its context table, a mixed shape from its form, a
@@ -176,13 +179,13 @@ class StepCache:
                     return table.step(b.decode_ctx_sum)
                 return self.price_step(b)
             if key not in self.forms:
-                self._remember(self.forms, key, self.mixed_form(b))
+                self.remember(self.forms, key, self.mixed_form(b))
             form = self.forms[key]
             return self.price_step(b) if form is None else form.at(b.decode_ctx_sum)
         cost = self.exact.get(key)
         if cost is None:
             cost = self.price_step(b)
-            self._remember(self.exact, key, cost)
+            self.remember(self.exact, key, cost)
         return cost
 
     def attention_values(self, key: tuple[float, int, float], price: Callable[[Any], Any]) -> ContextValues:
@@ -190,10 +193,10 @@ class StepCache:
         values = self.attention.get(key)
         if values is None:
             values = ContextValues(price, self.max_values >> 5)
-            self._remember(self.attention, key, values)
+            self.remember(self.attention, key, values)
         return values
 
-    def _remember(self, memo: dict, key: Any, value: Any) -> None:
+    def remember(self, memo: dict, key: Any, value: Any) -> None:
         """Keep `value` in one of the per-shape memos, dropping the oldest entries past the memos' share of the
         bound (half of it; the tables hold the rest)."""
         limit = (self.max_values >> 1) // PER_SHAPE
