@@ -271,11 +271,11 @@ def resolve_fleet(run) -> FleetSetup:
     cap = params.pop("max_outstanding_per_instance", None)
     checked(f"conf/router/{run.router_name}.yaml", "parameters", "remove or rename the key",
             lambda: make_router(run.router_name, dict(params)))
+    raw = dict(run.scenario.overload)
+    if raw.get("watch_pools") is not None:  # (typed before the record is made: compiled, it checks the field's type)
+        raw["watch_pools"] = _pools(raw["watch_pools"], where, "overload.watch_pools")
     overload = checked(where, "overload", f"valid keys: {', '.join(OverloadConfig.__dataclass_fields__)}",
-                       lambda: OverloadConfig(**run.scenario.overload))
-    if overload.watch_pools is not None:
-        overload = dataclasses.replace(overload, watch_pools=_pools(overload.watch_pools, where,
-                                                                     "overload.watch_pools"))
+                       lambda: OverloadConfig(**raw))
     if overload.fallback_pool is not None and overload.fallback_pool not in run.pools:
         raise InputError(where, "overload.fallback_pool", f"unknown pool {overload.fallback_pool!r}",
                          f"use one of: {', '.join(run.pools)}")
