@@ -5,8 +5,12 @@ Unknown or mistyped keys become `InputError`s that name the config group, the ke
 """
 from __future__ import annotations
 
+import ast
 import dataclasses
+import functools
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -18,6 +22,22 @@ from sim.core.router import ROUTERS
 
 def _plain(cfg) -> Any:
     return OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
+
+
+@functools.cache
+def _written_types(cls) -> dict[str, str]:
+    """A dataclass's field annotations as written in its source ("int | None"): a class compiled with mypyc keeps
+    `type` for a union in its annotations, so the check below reads the module's source instead."""
+    module = sys.modules[cls.__module__]
+    src = Path(module.__file__ or "")
+    src = src.with_name(src.name.split(".")[0] + ".py")
+    if not src.is_file():
+        return {}
+    for node in ast.walk(ast.parse(src.read_text())):
+        if isinstance(node, ast.ClassDef) and node.name == cls.__name__:
+            return {st.target.id: ast.unparse(st.annotation) for st in node.body
+                    if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name)}
+    return {}
 
 
 def build(cls, data: dict | None, where: str):
@@ -34,6 +54,8 @@ def build(cls, data: dict | None, where: str):
                 raise InputError(where, name, "missing", f"add `{name}:`")
             continue
         value, typ = data[name], f.type
+        if not isinstance(typ, str):  # (compiled: the annotation as written)
+            typ = _written_types(cls).get(name, typ)
         typ = typ.replace(" | None", "") if isinstance(typ, str) else typ
         try:
             if typ in ("float", float) and value is not None:
