@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from inferplan.errors import InputError
 from scenarios.loaders.checks import check_sorted, numeric, raise_zero_lengths, read_csv_text
@@ -20,6 +19,7 @@ COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 
 def load_azure(path: str | Path) -> Workload:
     """Load an Azure 2023 CSV as a Workload (seconds from the first request; tokens)."""
+    import pandas as pd
     path = Path(path)
     df = read_csv_text(path, COLUMNS, fix_columns=",".join(COLUMNS))
     ts = pd.to_datetime(df["TIMESTAMP"], format="ISO8601", errors="coerce")

@@ -9,12 +9,14 @@ import gzip
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from inferplan.errors import InputError
+
+if TYPE_CHECKING:  # (pandas is imported where a trace is read: a run without one never loads it)
+    import pandas as pd
 
 
 UNREADABLE = (OSError, EOFError, zlib.error)  # what a damaged gzip file raises while it is read
@@ -27,6 +29,7 @@ def open_text(path: Path) -> IO[str]:
 
 def read_csv_text(path: Path, required: Sequence[str], *, fix_columns: str) -> pd.DataFrame:
     """Read a headed CSV (gzipped when named `*.gz`) with every cell as text; reject empty files and missing columns."""
+    import pandas as pd
     try:
         df = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True, compression="infer")
     except pd.errors.EmptyDataError:
@@ -49,6 +52,7 @@ def read_csv_text(path: Path, required: Sequence[str], *, fix_columns: str) -> p
 def numeric(path: Path, values: pd.Series, column: str, *, first_line: int = 2, integer: bool = False,
             minimum: float | None = 0.0) -> np.ndarray:
     """Convert a text column to float64 (or int64), naming the first bad cell's line."""
+    import pandas as pd
     x = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
     bad = ~np.isfinite(x)
     if bad.any():

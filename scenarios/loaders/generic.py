@@ -17,15 +17,18 @@ the same format, so a generated workload round-trips.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from inferplan.errors import InputError
 from scenarios.loaders.checks import numeric, raise_zero_lengths, read_csv_text
 from scenarios.workload import Workload
+
+if TYPE_CHECKING:  # (pandas is imported where a trace is read: a run without one never loads it)
+    import pandas as pd
 
 REQUIRED = ("arrival_s", "prompt_tokens", "output_tokens")
 OPTIONAL = ("request_class", "priority", "session_id", "prefix_hashes")
@@ -65,6 +68,7 @@ def _hashes(path: Path, values: pd.Series) -> list[np.ndarray]:
 
 def load_generic(path: str | Path, *, hash_block_tokens: int = 512) -> Workload:
     """Load a CSV (`.csv`) or Parquet (`.parquet`) file in the documented columns."""
+    import pandas as pd
     path = Path(path)
     df = _read(path)
     arrival = numeric(path, df["arrival_s"], "arrival_s")
@@ -87,6 +91,7 @@ def load_generic(path: str | Path, *, hash_block_tokens: int = 512) -> Workload:
 
 def save_workload(wl: Workload, path: str | Path) -> Path:
     """Write `wl` as CSV or Parquet (by suffix) in the generic format; `load_generic` reads it back."""
+    import pandas as pd
     path = Path(path)
     cols = {"arrival_s": wl.arrival_s, "prompt_tokens": wl.prompt_tokens, "output_tokens": wl.output_tokens,
             "request_class": np.asarray(wl.class_names, dtype=object)[wl.request_class],

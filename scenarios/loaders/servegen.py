@@ -25,9 +25,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
@@ -36,6 +36,9 @@ from scenarios.arrivals.client_windows import GAMMA, NONE, WEIBULL, ClientWindow
 from scenarios.lengths import Pmf
 from scenarios.loaders.checks import numeric
 from scenarios.rng import Streams
+
+if TYPE_CHECKING:  # (pandas is imported where a trace is read: a run without one never loads it)
+    import pandas as pd
 
 TRACE_COLUMNS = ("window_start_s", "rate_req_per_s", "cv", "pattern", "p1", "p2")
 PATTERN_CODES = {"": NONE, "Gamma": GAMMA, "Weibull": WEIBULL}
@@ -87,6 +90,7 @@ def _read_typed(path: Path) -> pd.DataFrame | None:
 
 def _read_trace(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(window_start_s, rate, pattern code, shape) of one client file, validated."""
+    import pandas as pd
     df = _read_typed(path)
     try:
         if df is None:

@@ -75,6 +75,14 @@ class RequestRecorder:
         if req.prefill_pool:
             self.prefill_pool[i] = self._pool_index.get(req.prefill_pool, -1)
 
+    def _reject_reasons(self, n: int) -> np.ndarray:
+        """The reject_reason column: "" but for the rejected requests (no Python list of n items on the way)."""
+        out = np.full(n, "", dtype=object)
+        for i, reason in self.reject_reason.items():
+            if i < n:
+                out[i] = reason
+        return out
+
     def columns(self) -> dict[str, np.ndarray]:
         """The `requests.parquet` columns (see docs/results.md), for the requests that arrived."""
         wl, n = self.workload, self.arrived
@@ -94,7 +102,7 @@ class RequestRecorder:
             "pool": pool_names[_numpy(self.pool, n) + 1],
             "instance": _numpy(self.instance, n),
             "status": np.array(STATUS, dtype=object)[_numpy(self.status, n)],
-            "reject_reason": np.array([self.reject_reason.get(i, "") for i in range(n)], dtype=object),
+            "reject_reason": self._reject_reasons(n),
             "first_token_s": first,
             "finish_s": finish,
             "ttft_s": first - arrival,
@@ -108,8 +116,12 @@ class RequestRecorder:
 
 
 def _numpy(values: array, n: int) -> np.ndarray:
-    """The first n items of a typed array as a numpy array of its type (a copy: the result outlives the array)."""
-    return np.frombuffer(values, dtype=values.typecode)[:n].copy()
+    """The first n items of a typed array as a numpy array of its type: a view, not a copy (the recorder lives as
+    long as the cluster that holds it, so a copy would keep every column twice; the view keeps the array alive, and
+    the arrays are never resized). Read-only: a write into a result column must not reach the recorder."""
+    view = np.frombuffer(values, dtype=values.typecode)[:n]
+    view.setflags(write=False)
+    return view
 
 
 def percentiles(values: np.ndarray) -> dict[str, float]:

@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from sim.results.arrow_columns import arrow_column
 from sim.results.result import SimResult, nan_to_none
 from sim.results.schema import (DONE, POOL_TYPES, POOLS, REQUEST_TYPES, REQUESTS, SUMMARY, TIMESERIES,
                                 TIMESERIES_COUNTS)
@@ -61,16 +62,17 @@ def write_run(result: SimResult, out_dir: str | Path) -> Path:
     if done.exists():
         done.unlink()
     cols = result.requests
-    _write(pa.table({k: pa.array(cols[k], type=t) for k, t in REQUEST_TYPES.items()}), out / REQUESTS)
+    _write(pa.table({k: arrow_column(cols[k], t) for k, t in REQUEST_TYPES.items()}), out / REQUESTS)
     ts = {k: np.asarray(v, dtype=np.float64) for k, v in result.timeseries_columns.items()}
     for k in TIMESERIES_COUNTS:
         ts[k] = ts[k].astype(np.int64)
     edges = ts["t_s"]
     ts["ttft_p99_s"] = interval_p99(cols["first_token_s"], cols["ttft_s"], edges)
     ts["tpot_p99_s"] = interval_p99(cols["finish_s"], cols["tpot_s"], edges)
-    _write(pa.table(ts), out / TIMESERIES)
+    _write(pa.table({k: arrow_column(v, pa.int64() if k in TIMESERIES_COUNTS else pa.float64())
+                     for k, v in ts.items()}), out / TIMESERIES)
     pc = result.pool_columns
-    _write(pa.table({k: pa.array(v, type=POOL_TYPES.get(k, pa.int64())) for k, v in pc.items()}), out / POOLS)
+    _write(pa.table({k: arrow_column(v, POOL_TYPES.get(k, pa.int64())) for k, v in pc.items()}), out / POOLS)
     (out / SUMMARY).write_text(json.dumps(nan_to_none(result.summary), indent=2, sort_keys=False) + "\n")
     done.write_text("ok\n")
     return out
