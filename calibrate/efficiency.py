@@ -22,6 +22,7 @@ Every function takes floats (or numpy arrays where decode contexts vary) and is 
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,20 @@ GENERATIONS_DIR = Path(__file__).resolve().parent.parent / "conf" / "cost" / "ge
 
 def _ceil(x: float) -> float:
     return float(math.ceil(x - 1e-9))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _wave_fill(tile_n: int, sms: int, tiles_m: float, n: float, groups: float) -> float:
+    """The best N-tile choice's useful share of the SMs' tiles (`GemmForm.fill` without its M padding): a pure
+    function of the tile counts, kept because a simulation prices the same few (tiles_m, n) pairs for every new
+    token count (an interpreted loop of 4 choices, about a fifth of pricing a new shape)."""
+    best = 0.0
+    for div in (1, 2, 4, 8):
+        tn = tile_n / div
+        tiles = _ceil(groups) * tiles_m * _ceil(n / tn)
+        waves = _ceil(tiles / sms)
+        best = max(best, (n / (_ceil(n / tn) * tn)) * tiles / (waves * sms))
+    return best
 
 
 @dataclass(frozen=True)
@@ -54,19 +69,13 @@ class GemmForm:
         block N when few tiles would leave SMs idle)."""
         tm = 64 if m <= 64 else self.tile_m
         tiles_m = _ceil(max(m, 1.0) / tm)
-        best = 0.0
-        for div in (1, 2, 4, 8):
-            tn = self.tile_n / div
-            tiles = _ceil(groups) * tiles_m * _ceil(n / tn)
-            waves = _ceil(tiles / self.sms)
-            best = max(best, (n / (_ceil(n / tn) * tn)) * tiles / (waves * self.sms))
-        return (max(m, 1.0) / (tiles_m * tm)) * best
+        return (max(m, 1.0) / (tiles_m * tm)) * _wave_fill(self.tile_n, self.sms, tiles_m, n, groups)
 
     def time_s(self, m: float, n: float, k: float, flops: float, bytes_: float, peak: float, bw: float,
                groups: float = 1.0, layout: str = "", scale: float = 1.0) -> float:
         if flops <= 0 and bytes_ <= 0:
             return 0.0
-        e = self.compute_eff * dict(self.layout_eff).get(layout, 1.0)
+        e = self.compute_eff * dict(self.layout_eff).get(layout, 1.0) if layout else self.compute_eff  # (x 1.0)
         tc = flops / (peak * e * self.fill(m, n, groups)) * (1.0 + self.k_overhead / max(k, 1.0))
         tm = bytes_ / (bw * self.memory_eff)
         return self.launch_s + max(tc, tm) / scale
@@ -107,6 +116,9 @@ class RooflineForm:
     launch_s: float
 
     def time_s(self, flops: Any, bytes_: Any, peak: float, bw: float, scale: float = 1.0) -> Any:
+        if isinstance(flops, float) and isinstance(bytes_, float):  # (one step: the same IEEE operations, no numpy)
+            t = max(flops / (peak * self.compute_eff), bytes_ / (bw * self.memory_eff)) / scale
+            return self.launch_s + float(t) if t > 0 else self.launch_s
         t = np.maximum(flops / (peak * self.compute_eff), bytes_ / (bw * self.memory_eff)) / scale
         if isinstance(t, np.ndarray):
             return np.where(t > 0, self.launch_s + t, self.launch_s)
@@ -136,17 +148,21 @@ class NcclForm:
 
     def time_s(self, hardware: str, link: str, ranks: int, nbytes: float, link_bytes_per_s: float) -> float | None:
         """Seconds, or None where no segment covers this hardware / link / rank count (the ring formula applies)."""
-        last = None
-        for hw, ln, p, max_bytes, floor_s, eff in self.segments:
-            if hw != hardware or ln != link or p != ranks:
-                continue
-            last = (floor_s, eff)
+        group = self._groups.get((hardware, link, ranks))
+        if group is None:
+            return None
+        for max_bytes, floor_s, eff in group:
             if nbytes <= max_bytes:
                 break
-        if last is None:
-            return None
-        floor_s, eff = last
         return floor_s + 2.0 * (ranks - 1) / ranks * nbytes / (link_bytes_per_s * eff)
+
+    @functools.cached_property
+    def _groups(self) -> dict[tuple, tuple]:
+        """The segments of each (hardware, link, ranks), in order (the last one also takes larger messages)."""
+        out: dict[tuple, list] = {}
+        for hw, ln, p, max_bytes, floor_s, eff in self.segments:
+            out.setdefault((hw, ln, p), []).append((max_bytes, floor_s, eff))
+        return {k: tuple(v) for k, v in out.items()}
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ import traceback
 from pathlib import Path
 
 import hydra
+from hydra import initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
@@ -29,6 +30,7 @@ from inferplan.errors import InputError, exit_on_input_error
 from inferplan.interrupts import signals_raise, signum_of
 from inferplan.specs import CONF_DIR
 from sim.api import RunInterrupted, run_composed
+from sim.config import RunConfig
 from sim.compose import compose_config
 from sim.report import print_summary
 from sim.results.schema import ERROR_LOG, FAILED
@@ -54,8 +56,8 @@ def _sweep_variants(argv: list[str]) -> list[list[str]]:
 
 
 
-@hydra.main(config_path=str(CONF_DIR), config_name="config", version_base=None)
-def _task(cfg: DictConfig):
+def _run_task(cfg: DictConfig, run: RunConfig | None = None):
+    """The job: one run (or one job of a sweep) in the folder Hydra made for it (`run`: `cfg` validated)."""
     hc = HydraConfig.get()
     out_dir = Path(hc.runtime.output_dir)
     try:
@@ -63,7 +65,7 @@ def _task(cfg: DictConfig):
             if hc.mode == RunMode.MULTIRUN:
                 return _sweep_job(cfg, out_dir)
             with exit_on_input_error():
-                summary, run_dir = run_composed(cfg, out_dir)
+                summary, run_dir = run_composed(cfg, out_dir, run=run)
     except RunInterrupted as stop:
         print(f"interrupted at simulated t = {stop.simulated_s:,.1f} s; partial results in {stop.run_dir}",
               file=sys.stderr)
@@ -96,11 +98,33 @@ def _job_failed(out_dir: Path, message: str) -> dict:
     return {"status": "failed", "error": line}
 
 
+_task = hydra.main(config_path=str(CONF_DIR), config_name="config", version_base=None)(_run_task)
+
+
+def _single_run(argv: list[str]) -> None:
+    """A plain run (no flags): validated and run by one Hydra instance. `hydra.main` would compose the config
+    twice more with a fresh instance (once only to read `hydra.mode`), re-reading every config file: about 1 s of
+    a run. `Hydra.run` is what `hydra.main` calls for a run, so the run folder, its `.hydra/` files, logging and
+    callbacks are the same."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    from sim.compose import compose_initialized
+    from sim.config import load_run_config
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None, job_name="__main__"):
+        with exit_on_input_error():
+            run = load_run_config(compose_initialized(argv))  # (refused here: no run folder is made)
+        GlobalHydra.instance().hydra.run(config_name="config", task_function=lambda cfg: _run_task(cfg, run),
+                                         overrides=[*argv, "hydra.mode=RUN"])  # (as hydra.main records it)
+
+
 def main() -> None:
     argv = sys.argv[1:]
     flags = [a for a in argv if a.startswith("-")]
     try:
         with signals_raise():
+            if not flags and not any(a.startswith(("hydra.mode", "+hydra.mode", "++hydra.mode")) for a in argv):
+                return _single_run(argv)
             if all(f in ("-m", "--multirun") for f in flags):
                 from sim.config import load_run_config
                 with exit_on_input_error():

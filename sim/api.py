@@ -12,7 +12,7 @@ from scenarios import build_workload
 from scenarios.rng import stream
 from scenarios.transforms import scale_rate
 from sim.compose import compose_config
-from sim.config import load_run_config
+from sim.config import RunConfig, load_run_config
 from sim.results.write import write_run
 from sim.simulate import simulate
 
@@ -25,14 +25,17 @@ class RunInterrupted(Interrupted):
         self.simulated_s, self.run_dir = simulated_s, run_dir
 
 
-def run_composed(cfg, run_dir: str | Path, progress: Callable[[float], None] | None = None) -> tuple[dict, Path]:
-    """Validate a composed config, simulate it and write the run folder; returns (summary, folder).
+def run_composed(cfg, run_dir: str | Path, progress: Callable[[float], None] | None = None,
+                 run: RunConfig | None = None) -> tuple[dict, Path]:
+    """Validate a composed config, simulate it and write the run folder; returns (summary, folder). `run` is
+    `cfg` already validated (the CLI validates before Hydra makes the run folder), so it is not validated twice.
 
     A signal during the simulation stops it at an event boundary: the folder is written with what was simulated
     (`summary.json` `status: interrupted`, requests in flight `unfinished`), then `RunInterrupted` is raised. A
     signal while the folder is written waits until it is complete.
     """
-    run = load_run_config(cfg)
+    if run is None:
+        run = load_run_config(cfg)
     workload = scenario_workload(run)
     if progress is None:
         progress = _terminal_progress(run.metrics.progress)

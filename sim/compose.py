@@ -22,9 +22,16 @@ def explain_hydra_error(err: Exception, overrides: list[str]) -> InputError:
 
 def compose_config(overrides: list[str] | None = None, config_name: str = "config") -> DictConfig:
     """The composed config for `overrides` (Hydra syntax), with Hydra's runtime fields left unresolved."""
+    with unmasked_interrupts(), initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        return compose_initialized(overrides, config_name)
+
+
+def compose_initialized(overrides: list[str] | None = None, config_name: str = "config") -> DictConfig:
+    """`compose_config` inside an `initialize_config_dir` the caller holds (the CLI's single run composes with the
+    same Hydra instance it then runs, so the config files are read and parsed once)."""
     overrides = list(overrides or [])
     try:
-        with unmasked_interrupts(), initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        with unmasked_interrupts():
             cfg = compose(config_name=config_name, overrides=overrides)
     except (HydraException, OmegaConfBaseException, ValueError) as err:
         raise explain_hydra_error(err, overrides) from None
