@@ -199,7 +199,9 @@ def report_md(lines: list[dict], bands: list[dict] | None = None) -> str:
                 "bands of equal count by size (PR 2904: one band per held-out size, 3-fold). Noise floors (%): `noise "
                 "rep` = the 3 timed iterations of each Vidur size against their median (the best constant predictor "
                 "of that size); `noise nbr` = each size's median against the median of it and its 2 neighbours on "
-                "either side. Model MAPE (%): against each size's median (`model/med`, the whole-group figure above), "
+                "either side; `monotone` = the least MAPE any non-decreasing function of size reaches when fitted to "
+                "the band's held-out rows themselves (an oracle: the lower bound for a size-monotone form). Model "
+                "MAPE (%): against each size's median (`model/med`, the whole-group figure above), "
                 "against the 3 iterations (`model/raw`), against the neighbour median (`model/nbr`, like for like "
                 "with `noise nbr`).", "", bands_md(bands)]
     out += ["", END]

@@ -77,6 +77,7 @@ def test_band_table_measures_the_repeat_noise_floor_and_covers_every_size(tmp_pa
     # (|0.9 - 1| + |1.3 - 1|) / 3 = 13.3% in every band; the law is one segment, so the model is near exact
     assert all(r["noise_rep"] == pytest.approx(40 / 3, rel=1e-6) for r in lines)
     assert all(r["model_med"] < 2.0 for r in lines)
+    assert all(r["monotone"] == 0.0 for r in lines)   # the law rises with size: a non-decreasing f fits it exactly
     assert lines[0]["lo"] < lines[-1]["hi"]
     md = allreduce_bands.bands_md(lines)
     assert md.count("\n") == len(lines) + 1 and "| a100_80gb intra p=2 | 10 |" in md
@@ -85,3 +86,12 @@ def test_band_table_measures_the_repeat_noise_floor_and_covers_every_size(tmp_pa
 def test_custom_bands_one_per_held_out_size():
     lines = allreduce_bands.custom_bands({4: [(16384.0, 4.0e-6, 5.0e-6), (2048.0, 4.8e-6, 4.8e-6)]})
     assert [(r["lo"], round(r["model_med"], 6)) for r in lines] == [(2048.0, 0.0), (16384.0, 20.0)]
+
+
+def test_monotone_floor_is_the_best_non_decreasing_fit():
+    """PR 2904 TP4 reads 4.8, 3.7, 4.8 us at 2, 16, 128 KiB: the best non-decreasing f takes 3.7 for the first two
+    (|3.7 / 4.8 - 1| = 22.9% on one row of three); 4.8 for both would cost |4.8 / 3.7 - 1| = 29.7%."""
+    assert allreduce_bands.monotone_floor([4.8, 3.7, 4.8]) == pytest.approx(100 * (1.1 / 4.8) / 3)
+    assert allreduce_bands.monotone_floor([1.0, 2.0, 2.0, 5.0]) == 0.0
+    # bimodal 20 / 60 us in runs: no non-decreasing f follows the drop back to 20
+    assert allreduce_bands.monotone_floor([20, 20, 60, 60, 20, 20]) > 20.0
