@@ -65,6 +65,7 @@ class SweepParquetCallback(Callback):
         print(f"sweep: {out} ({len(rows)} jobs, {done} completed)")
         failed = [r for r in rows if r["status"] != "completed"]
         for r in failed:
-            print(f"  job {r['job']} {r['status']}: {r['error']}", file=sys.stderr)
+            why = r["error"] or ("partial results" if r["status"] == "interrupted" else "")
+            print(f"  job {r['job']} {r['status']}: {why}", file=sys.stderr)
         if failed:
             raise SystemExit(1)
