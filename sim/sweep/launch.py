@@ -144,13 +144,14 @@ class _KeptConfigs:
     every job once to validate the batch before it launches it, and a job then starts from that config instead of
     composing it again (in `hydra.launcher.workers` processes, a second composition was about 0.07 s a job)."""
 
-    def __init__(self, loader: Any) -> None:
-        self.loader = loader
+    def __init__(self, loader: Any, master_config: DictConfig) -> None:
+        self.loader, self.master_config = loader, master_config
         self.kept: dict[tuple[str, ...], bytes] = {}    # pickled (about 18 kB and 1.5 ms for a smoke job)
 
     def load_sweep_config(self, master_config: DictConfig, sweep_overrides: list[str]) -> DictConfig:
         cfg = self.loader.load_sweep_config(master_config, sweep_overrides)
-        self.kept[tuple(sweep_overrides)] = pickle.dumps(cfg)
+        if master_config is self.master_config:
+            self.kept[tuple(sweep_overrides)] = pickle.dumps(cfg)
         return cfg
 
     def __getattr__(self, name: str) -> Any:
@@ -166,7 +167,7 @@ class Launch:
         self.hydra_context, self.config, self.task_function = hydra_context, config, task_function
         self.workers = max(1, workers or os.cpu_count() or 1)
         self.loader = hydra_context.config_loader
-        self.configs = _KeptConfigs(self.loader)
+        self.configs = _KeptConfigs(self.loader, config)
         hydra_context.config_loader = self.configs   # (the sweeper validates through the same context)
         self._pool = self._start_pool() if self.workers > 1 else None
 
@@ -192,12 +193,16 @@ class Launch:
             log.info(f"\t#{initial_job_idx + i} : {' '.join(filter_overrides(overrides))}")
         runs: list[Any] = [None] * n
         if self.workers == 1:
-            _WORKER.hydra_context, _WORKER.config, _WORKER.task = self.hydra_context, config, self.task_function
-            for i, overrides in enumerate(job_overrides):
-                runs[i] = _run_job(initial_job_idx + i, list(overrides), self._composed(overrides))
-                configure_log(config.hydra.hydra_logging, config.hydra.verbose)
-                if isinstance(runs[i], Stopped):
-                    self._end_stopped(runs[i].code, sweep_dir)
+            _WORKER.hydra_context = HydraContext(config_loader=self.loader, callbacks=self.hydra_context.callbacks)
+            _WORKER.config, _WORKER.task = config, self.task_function
+            try:
+                for i, overrides in enumerate(job_overrides):
+                    runs[i] = _run_job(initial_job_idx + i, list(overrides), self._composed(overrides))
+                    configure_log(config.hydra.hydra_logging, config.hydra.verbose)
+                    if isinstance(runs[i], Stopped):
+                        self._end_stopped(runs[i].code, sweep_dir)
+            except KeyboardInterrupt as stop:   # (between two jobs)
+                self._end_stopped(128 + signum_of(stop), sweep_dir)
             return runs
         pool, self._pool = self._pool or self._start_pool(), None    # (a next batch starts fresh workers)
         jobs = ((i, (initial_job_idx + i, list(overrides), self._composed(overrides)))
