@@ -25,7 +25,7 @@ def explain_hydra_error(err: Exception, overrides: Sequence[str], *, config: str
         group, name = m.group(1).strip("/"), m.group(2)
         if group == "hydra/launcher":
             return InputError("hydra/launcher", group, f"unknown launcher {name!r}",
-                              "use joblib (the default) or ray (pip install -e '.[ray]')")
+                              "use workers (the default), joblib, or ray (pip install -e '.[ray]')")
         return InputError(f"conf/{group}", group, f"unknown {group} {name!r}", f"use one of: {', '.join(available(group))}")
     m = re.search(r"You must specify '([\w/]+)'", text)
     if m:

@@ -1,5 +1,6 @@
-"""Sweeps: `python -m sim -m ...` runs one job per combination of override values (local processes with the joblib
-launcher, a Ray cluster with `hydra/launcher=ray`), and `sweep.parquet` in the sweep folder lists them.
+"""Sweeps: `python -m sim -m ...` runs one job per combination of override values (long-lived local workers with the
+default `workers` launcher, `launch.py`; joblib processes with `hydra/launcher=joblib`, a Ray cluster with
+`hydra/launcher=ray`), and `sweep.parquet` in the sweep folder lists them.
 
 Read first: `table.py` (one row per job folder: its overrides and its summary's metrics, typed columns),
 `callback.py` (the Hydra callback that writes the table after a multirun); the metric names, shared with the

@@ -2,7 +2,7 @@
 `hydra.callbacks.sweep_parquet`).
 
 It reads the job folders back rather than the launcher's return values, so it works the same for every launcher
-(joblib processes, Ray workers) as long as the sweep folder is on a file system this process sees. A job that fails
+(the `workers` launcher, joblib processes, Ray workers) as long as the sweep folder is on a file system this process sees. A job that fails
 writes its error into its folder and returns (`sim/__main__.py`), so Hydra reaches this callback whatever a job
 did; the sweep then exits 1 if any job did not complete. After a sweep killed from outside, rebuild the table with
 `python -m sim.sweep <sweep folder>`.
@@ -65,6 +65,7 @@ class SweepParquetCallback(Callback):
         print(f"sweep: {out} ({len(rows)} jobs, {done} completed)")
         failed = [r for r in rows if r["status"] != "completed"]
         for r in failed:
-            print(f"  job {r['job']} {r['status']}: {r['error']}", file=sys.stderr)
+            why = r["error"] or ("partial results" if r["status"] == "interrupted" else "")
+            print(f"  job {r['job']} {r['status']}: {why}", file=sys.stderr)
         if failed:
             raise SystemExit(1)

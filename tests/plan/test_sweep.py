@@ -1,4 +1,4 @@
-"""`python -m sim -m ...` (joblib launcher, local processes) writes `sweep.parquet`: one row per job, its overrides
+"""`python -m sim -m ...` (the `workers` launcher, long-lived local processes) writes `sweep.parquet`: one row per job, its overrides
 and the metrics the dashboard's Compare page reads; `python -m sim.sweep` rebuilds it after a failed job."""
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ def run(*args: str, cwd) -> subprocess.CompletedProcess:
 
 
 def test_a_multirun_writes_sweep_parquet(tmp_path):
-    proc = run("-m", "sim", "-m", *SMALL, "batching=continuous,chunked_prefill", "hydra.launcher.n_jobs=2",
+    proc = run("-m", "sim", "-m", *SMALL, "batching=continuous,chunked_prefill", "hydra.launcher.workers=2",
                cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert "Joblib.Parallel(n_jobs=2" in proc.stdout + proc.stderr          # local processes, not the basic launcher
+    assert "Workers(workers=2) is launching 2 jobs" in proc.stdout + proc.stderr   # worker processes, not the basic launcher
     (sweep,) = (tmp_path / "multirun" / "smoke").iterdir()                  # the default multirun/<scenario>/<time>
     assert f"sweep: {sweep.relative_to(tmp_path) / 'sweep.parquet'} (2 jobs, 2 completed)" in proc.stdout
     lines = proc.stdout.splitlines()
@@ -51,7 +51,7 @@ def test_a_multirun_writes_sweep_parquet(tmp_path):
 def test_a_failed_job_keeps_partial_results_and_the_table_can_be_rebuilt(tmp_path):
     sweep = tmp_path / "sweep"
     proc = run("-m", "sim", "-m", *SMALL, "scenario.pools.main.model=llama3_8b,deepseek_v3",
-               "hydra.launcher.n_jobs=1", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+               "hydra.launcher.workers=1", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
     assert proc.returncode == 1 and "error: job 1: " in proc.stderr and "does not fit" in proc.stderr
     assert "Traceback" not in proc.stderr
     written = pq.read_table(sweep / "sweep.parquet").to_pandas()     # written although a job failed

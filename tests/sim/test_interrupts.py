@@ -95,7 +95,7 @@ def test_cli_interrupt_writes_partial_results_and_exits_with_the_signal_code(tmp
 def test_a_failing_sweep_job_does_not_stop_the_others(tmp_path):
     sweep = tmp_path / "sweep"
     proc = subprocess.run([sys.executable, "-m", "sim", "-m", "scenario=smoke", "scenario.traffic.num_requests=40",
-                           "scenario.pools.main.model=llama3_8b,llama3_70b,qwen2_5_7b", "hydra.launcher.n_jobs=1",
+                           "scenario.pools.main.model=llama3_8b,llama3_70b,qwen2_5_7b", "hydra.launcher.workers=1",
                            f"hydra.sweep.dir={sweep}"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 1, proc.stderr
     rows = pq.read_table(sweep / "sweep.parquet").to_pylist()
