@@ -103,8 +103,8 @@ _task = hydra.main(config_path=str(CONF_DIR), config_name="config", version_base
 
 def _single_run(argv: list[str]) -> None:
     """A plain run (no flags): validated and run by one Hydra instance. `hydra.main` would compose the config
-    twice more with a fresh instance (once only to read `hydra.mode`), re-reading every config file: about 1 s of
-    a run. `Hydra.run` is what `hydra.main` calls for a run, so the run folder, its `.hydra/` files, logging and
+    twice more with a fresh instance (once only to read `hydra.mode`), re-reading every config file (0.15-0.25 s
+    a composition here), and the task would validate again (about 0.2 s). `Hydra.run` is what `hydra.main` calls for a run, so the run folder, its `.hydra/` files, logging and
     callbacks are the same."""
     from hydra.core.global_hydra import GlobalHydra
 
