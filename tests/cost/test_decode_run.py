@@ -94,25 +94,23 @@ def test_decode_run_with_given_contexts():
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_mixed_steps_priced_from_a_kept_form_equal_full_pricing(name):
-    """A mixed step (prefill chunks + decodes) is priced from the form kept for its shape after the first one:
-    every later context sum gives what the full layer composition gives, up to rounding, in every part."""
+def test_mixed_steps_equal_the_full_composition_whatever_was_kept_before(name):
+    """A mixed step (prefill chunks + decodes) is composed in full from the kept layer parts and op times: bit
+    for bit the composition of a fresh model, in every part, whichever shapes and contexts came first."""
     kw = dict(CASES[name])
-    cost = model(kw.pop("m"), **kw)
+    m = kw.pop("m")
+    cost = model(m, **kw)
     p, d = prefill(2, 700, 100), decode(24, 500)
     base = p._replace(decode_seqs=d.decode_seqs, decode_ctx_sum=d.decode_ctx_sum,
                       sampled_seqs=p.sampled_seqs + d.sampled_seqs)
     for ctx in (base.decode_ctx_sum, 30, 24 * 4_000, 24 * 150_000, base.decode_ctx_sum + 7):
         b = base._replace(decode_ctx_sum=ctx)
         got = cost.step_cost(b)
-        total, parts, hidden = cost._price(b, float(ctx))
-        assert got.total_s == pytest.approx(float(total), rel=1e-12), (name, ctx)
-        assert got.hidden_s == pytest.approx(float(hidden), rel=1e-12, abs=1e-18), (name, ctx)
-        for k in PARTS:
-            assert got.parts[k] == pytest.approx(float(parts[k]), rel=1e-12, abs=1e-15), (name, ctx, k)
-    affine = [k for k, f in cost.steps.forms.items() if f is not None]
-    assert bool(affine) == (name in {"gqa", "tp2_fp8_kv", "dp3_odd", "int4_ffn", "moe_ep_stat", "moe_zipf_redundant",
-                                     "moe_cold", "gqa_sparse_fp8", "eager_launch_bound", "measured_gqa_dp"}), name
+        fresh = model(m, **kw)
+        total, parts, hidden = fresh._price(b, float(ctx))
+        assert got.total_s == float(total) and got.hidden_s == float(hidden), (name, ctx)
+        assert got.parts == {k: float(parts[k]) for k in PARTS}, (name, ctx)
+    assert cost.steps.ops and cost.steps.layers  # (what later shapes share was kept)
 
 
 def test_context_tables_extend_both_ways_and_stay_within_their_budget():

@@ -8,7 +8,6 @@ import pytest
 
 from sim.core.cost.base import PARTS
 from sim.core.cost.constant import SyntheticCostModel
-from sim.core.cost.tables import ContextValues
 from tests.cost.test_decode_run import CASES
 from tests.cost.toys import decode, model
 
@@ -45,23 +44,6 @@ def test_a_constant_model_run_reads_one_entry_with_stride_zero():
     assert stride == 0 and table.times[i0] == pytest.approx(0.02 + 3e-4)
     parts, hidden = table.run_parts(i0, stride, 500, 500 * table.times[i0])
     assert parts[PARTS.index("overhead")] == pytest.approx(500 * (0.02 + 3e-4)) and hidden == 0.0
-
-
-def test_context_values_equal_their_pricing_and_stay_bounded():
-    priced = []
-
-    def price(ctx):
-        priced.append(len(ctx))
-        return np.sqrt(ctx) * 0.5 + 1.0
-
-    values = ContextValues(price, max_width=4000)
-    for c in [1000, 999, 2500, 100, 0, 40_000, 39_000, 3, 2_000_000, 2_001_500, 7]:
-        assert values.at(c) == float(np.sqrt(np.float64(c)) * 0.5 + 1.0), c
-        assert len(values.values) <= 1.5 * 4000 + 1
-    assert values.at(2_001_499) == float(np.sqrt(np.float64(2_001_499)) * 0.5 + 1.0)
-    assert sum(priced) < 60_000  # windows grow geometrically and restart far away: no gap is ever filled
-    flat = ContextValues(lambda ctx: 2.5)  # a price that does not depend on the context
-    assert flat.at(12) == 2.5 and flat.at(100_000) == 2.5
 
 
 def test_every_step_cost_lists_its_parts_in_parts_order():

@@ -68,9 +68,17 @@ class LayerPricer:
 
     # -- single ops -------------------------------------------------------------------------------------------
     def gemm(self, rows: float, n: float, k: float, dtype: str) -> float:
+        """A GEMM's seconds, kept by its arguments in the step cache: shapes met for the first time mostly share
+        their token count, hence their projections and MLP, with shapes met before."""
         if rows <= 0:
             return 0.0
-        return self.pricer.gemm_s("gemm", dtype, rows, n, k, *ops.gemm_work(rows, n, k, dtype))
+        key = (rows, n, k, dtype)
+        kept = self.cache.ops
+        t = kept.get(key)
+        if t is None:
+            t = self.pricer.gemm_s("gemm", dtype, rows, n, k, *ops.gemm_work(rows, n, k, dtype))
+            self.cache.remember(kept, key, t)
+        return t
 
     def lm_head(self, rows: float) -> float:
         return self.gemm(rows, self.m.vocab_size / self.lay.tp, self.m.hidden_size, self.fmt["lm_head"])

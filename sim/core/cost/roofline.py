@@ -36,7 +36,7 @@ from sim.core.cost.layers import COMPUTE_PARTS, LayerCost, LayerPricer, Work
 from sim.core.cost.layout import build_layout
 from sim.core.cost.percontext import PerContext, larger, pick, smaller
 from sim.core.cost.pricer import OpPricer
-from sim.core.cost.tables import MixedForm, StepCache, StepTable
+from sim.core.cost.tables import StepCache, StepTable
 
 
 class Composed(NamedTuple):
@@ -75,7 +75,7 @@ class LayeredCostModel:
         self.links = Links(hw, tp=tp, ep=dep.ep, stage_devices=self.lay.stage_devices, pp=dep.pp,
                            link_efficiency=link_efficiency, scale=pricer.efficiency_scale,
                            generation=pricer.generation)
-        self.steps = StepCache(self._price, self._price_step, self._mixed_form)  # every kept cost
+        self.steps = StepCache(self._price, self._price_step)  # every kept cost
         self.layers = LayerPricer(model, dep, self.lay, pricer, self.links, kv_dtype, self.steps)
         self.host = host or resolve_host(dep.host, step_overhead_s, pricer.profile)
         g = pricer.generation
@@ -239,41 +239,17 @@ class LayeredCostModel:
             total = total + out[k]
         return Composed(total, out, slots * hidden, gpu, slots * launches)
 
-    def _attention_values(self, main: Work, ctx_factor: float):
-        """The per-layer decode attention of `main`'s decodes at each decode context sum (kept in the step cache,
-        shared by the mixed forms with the same decode work)."""
-        w, lp = main, self.layers
-        return self.steps.attention_values((main.decode_seqs, main.queries, ctx_factor),
-                                           lambda ctx_sums: lp.decode_attention(w, ctx_sums * ctx_factor))
-
     # -- the CostModel surface --------------------------------------------------------------------------------
     def step_cost(self, b: BatchShape) -> StepCost:
         """The iteration's cost, from the step cache (`sim.core.cost.tables.StepCache`): decode-only shapes read
-        their context table (what runs read), mixed shapes their form where they have one, the rest is priced in
-        full once per shape."""
+        their context table (what runs read), prefill-only shapes are priced once, mixed shapes are composed in
+        full from the kept layer parts."""
         return self.steps.step_cost(b)
 
     def _price_step(self, b: BatchShape) -> StepCost:
         """One step priced in full (the layer composition at its context sum)."""
         total, parts, hidden = self._price(b, float(b.decode_ctx_sum))
         return StepCost(total_s=float(total), parts={k: float(parts[k]) for k in PARTS}, hidden_s=float(hidden))
-
-    def _mixed_form(self, b: BatchShape) -> MixedForm | None:
-        """The form of a mixed shape (prefill chunks and decodes: b without its context sum) when its time is affine
-        in the per-layer decode attention (`MixedForm`: only the decode attention is priced anew), else None.
-        Its reference is the shape at context sum 0, whatever context came first, so a step's cost depends on b
-        alone (the `CostModel` contract), not on the order shapes were met in."""
-        # One stage, no overlap, no drafts: every layer adds the same decode attention a to its attention part
-        # and nothing else depends on it, so gpu time and the attention part move by slots x layers x a.
-        dep, lay = self.dep, self.lay
-        if self._pieces(b) != 1 or len(lay.stages) != 1 or self.draft_tokens or not b.decode_seqs:
-            return None
-        main, _, ctx_factor, _, rank_tokens = self._works(b, dep.micro_batches)
-        ref = self._compose(b, 0.0)
-        slots, st = dep.micro_batches + (dep.pp - 1 if dep.pp_bubble else 0), lay.stages[0]
-        return MixedForm(self._attention_values(main, ctx_factor), float(self.layers.decode_attention(main, 0.0)),
-                         slots * (st.dense_layers + st.moe_layers), {k: float(ref.parts[k]) for k in PARTS},
-                         float(ref.gpu), float(ref.hidden), self.host, ref.launches, rank_tokens)
 
     def decode_steps(self, b: BatchShape, steps: int) -> tuple[StepTable, int, int]:
         """A run of `steps` decode-only iterations of the same sequences, the first of shape b, every context one

@@ -8,11 +8,14 @@ which order, changes only how much is priced, never a value. So one model can se
 * decode-only shapes: a `StepTable` of step costs over a window of context sums; a run of decode iterations whose
   contexts grow by one token per sequence per step is a strided slice of it (`decode_steps`), summed in compiled
   loops without per-run arrays;
-* mixed shapes (prefill chunks and decodes): a `MixedForm`, whose only context-dependent term, the decode
-  attention, is read from `ContextValues` shared by the forms with the same decode work;
-* the rest (prefill-only shapes): the `StepCost` by shape (their context sum is 0);
-* below the steps, a layer's context-free part by its work (`layers.LayerPricer.layer`), which steps of different
-  shapes share.
+* prefill-only shapes: the `StepCost` by shape (their context sum is 0);
+* below the steps, a layer's context-free part by its work (`layers.LayerPricer.layer`) and op times by their
+  arguments (`layers.LayerPricer.gemm`), which steps of different shapes share.
+
+Mixed shapes (prefill chunks and decodes) are composed in full at their context sum, from those kept parts: most
+are met once (85% of the 50,755 mixed steps of `ecommerce_peak`'s default window, 40% of the Vidur workload's
+39,888), so keeping a per-shape form over the decode context cost more than it saved (the form removed in
+issue 24: 47-53 us a mixed step on the Vidur workload against 32 us composed in full).
 
 The pricing itself comes from the cost model through callbacks (`sim.core.cost.roofline`). Compiled with mypyc.
 """
@@ -27,7 +30,7 @@ import numpy as np
 from sim.core.cost.base import PARTS, BatchShape, StepCost
 
 # Floats kept by one cost model's cache, all kinds together: a table or a context window counts its width, a kept
-# step cost, form or window shell counts PER_SHAPE (a StepCost is about 0.5 kB: a dict of seven floats). Each float
+# step cost, layer part or op time counts PER_SHAPE (a StepCost is about 0.5 kB: a dict of seven floats). Each float
 # is 32-40 bytes with its list slot and varying parts: about 60 MB at most; larger caps were measured no faster on
 # ecommerce_peak and deepseek_v3_day.
 KEPT_VALUES = 1 << 21
@@ -146,55 +149,39 @@ def _strided_sum(values: Any, first: int, stride: int, n: int) -> float:
 
 
 class StepCache:
-    """A cost model's kept step costs (see the module doc): tables of decode-only shapes, forms of mixed shapes, the
-    decode attention they share, and prefill-only step costs, all by `ShapeKey`, within `max_values` floats.
+    """A cost model's kept step costs (see the module doc): tables of decode-only shapes and prefill-only step
+    costs by `ShapeKey`, layers' context-free parts and op times below them, within `max_values` floats.
 
     `price_contexts(shape, contexts)` prices `shape` at an array of context sums ((total, parts, hidden), arrays or
-    floats); `price_step(shape)` prices one step in full; `mixed_form(shape)` builds a mixed shape's form (None
-    when its time is not affine in the decode attention). Tables are evicted least recently used first; the other
+    floats); `price_step(shape)` prices one step in full. Tables are evicted least recently used first; the other
     kinds oldest first (`remember`)."""
 
     def __init__(self, price_contexts: Callable[[BatchShape, Any], tuple[Any, Any, Any]],
-                 price_step: Callable[[BatchShape], StepCost], mixed_form: Callable[[BatchShape], MixedForm | None],
-                 max_values: int = KEPT_VALUES) -> None:
+                 price_step: Callable[[BatchShape], StepCost], max_values: int = KEPT_VALUES) -> None:
         self.price_contexts = price_contexts
         self.price_step = price_step
-        self.mixed_form = mixed_form
         self.max_values = max_values
         self.tables: OrderedDict[ShapeKey, StepTable] = OrderedDict()
         self.entries = 0  # floats held by the tables
         self.exact: dict[ShapeKey, StepCost] = {}
-        self.forms: dict[ShapeKey, MixedForm | None] = {}
-        self.attention: dict[tuple[float, int, float], ContextValues] = {}  # by (decode seqs, queries, factor)
         self.layers: dict[tuple[Any, bool], Any] = {}  # a layer's context-free part by (work, MoE): layers.LayerCost
+        self.ops: dict[tuple[float, float, float, str], float] = {}  # a GEMM's seconds by (rows, n, k, dtype)
 
     def step_cost(self, b: BatchShape) -> StepCost:
-        """The iteration's cost: a decode-only shape from its context table, a mixed shape from its form, a
-        prefill-only shape as kept; what none of them holds is priced in full (and kept when prefill-only)."""
-        key = shape_key(b)
+        """The iteration's cost: a decode-only shape from its context table, a prefill-only shape as kept; the
+        rest (mixed shapes, decode shapes too wide for a table) is composed in full (the prefill-only kept)."""
         if b.decode_seqs:
             if not b.prefill_seqs:
                 table = self.table(b, b.decode_ctx_sum)
                 if table is not None:
                     return table.step(b.decode_ctx_sum)
-                return self.price_step(b)
-            if key not in self.forms:
-                self.remember(self.forms, key, self.mixed_form(b))
-            form = self.forms[key]
-            return self.price_step(b) if form is None else form.at(b.decode_ctx_sum)
+            return self.price_step(b)
+        key = shape_key(b)
         cost = self.exact.get(key)
         if cost is None:
             cost = self.price_step(b)
             self.remember(self.exact, key, cost)
         return cost
-
-    def attention_values(self, key: tuple[float, int, float], price: Callable[[Any], Any]) -> ContextValues:
-        """The decode attention kept under `key` (a decode work), priced by `price` over context sums when new."""
-        values = self.attention.get(key)
-        if values is None:
-            values = ContextValues(price, self.max_values >> 5)
-            self.remember(self.attention, key, values)
-        return values
 
     def remember(self, memo: dict, key: Any, value: Any) -> None:
         """Keep `value` in one of the per-shape memos, dropping the oldest entries past the memos' share of the
@@ -256,67 +243,3 @@ class StepCache:
             _, old = tables.popitem(last=False)
             self.entries -= old.hi - old.lo
         return table
-
-
-class ContextValues:
-    """A function of the decode context sum kept over a window of integer context sums: `at(c)` is `price` at c,
-    read from a list. The window grows geometrically towards the sums asked for (every value is priced O(1)
-    times) and starts afresh far away or past `max_width` (so it stays bounded)."""
-
-    def __init__(self, price: Callable[[Any], Any], max_width: int = 1 << 16) -> None:
-        self.price = price  # an array of context sums -> the values there (the same arithmetic as one sum)
-        self.max_width = max_width
-        self.lo = 0
-        self.values: list[float] = []
-
-    def at(self, ctx_sum: int) -> float:
-        i = ctx_sum - self.lo
-        if 0 <= i < len(self.values):
-            return self.values[i]
-        self._cover(ctx_sum)
-        return self.values[ctx_sum - self.lo]
-
-    def _cover(self, c: int) -> None:
-        lo, hi = self.lo, self.lo + len(self.values)
-        width = hi - lo
-        if not width or c < lo - width or c >= hi + width or 2 * width > self.max_width:
-            lo = max(0, c - 256)
-            self.lo, self.values = lo, self._priced(lo, c + 1024)
-        elif c < lo:
-            new_lo = max(0, c - width)
-            self.values = self._priced(new_lo, lo) + self.values
-            self.lo = new_lo
-        else:
-            self.values = self.values + self._priced(hi, c + 1 + width)
-
-    def _priced(self, lo: int, hi: int) -> list[float]:
-        values: list[float] = np.broadcast_to(np.asarray(self.price(np.arange(lo, hi, dtype=np.float64)),
-                                                         dtype=np.float64), (hi - lo,)).tolist()
-        return values
-
-
-class MixedForm:
-    """A mixed step's cost as a function of its decode context sum, for shapes where it is affine in the per-layer
-    decode attention a: the attention part and the GPU time are the reference step's plus slope x (a - a_ref);
-    the host overhead follows the GPU time when the step runs eagerly (it may be launch-bound). Equal to the full
-    composition up to rounding (tests/cost/test_decode_run.py)."""
-
-    def __init__(self, attention: ContextValues, a_ref: float, slope: float, parts: dict[str, float], gpu_ref: float,
-                 hidden_s: float, host: Any, launches: float, rank_tokens: float) -> None:
-        self.attention = attention  # the per-layer decode attention at each context sum
-        self.a_ref, self.slope = a_ref, slope
-        self.parts = parts
-        self.gpu_ref, self.hidden_s = gpu_ref, hidden_s
-        self.host = host  # sim.core.cost.host.HostOverhead
-        self.launches, self.rank_tokens = launches, rank_tokens
-        self.graphed: bool = bool(host.graphed(rank_tokens))
-        self.graphed_s = float(host.step_overhead_s)
-
-    def at(self, ctx_sum: int) -> StepCost:
-        d = self.slope * (self.attention.at(ctx_sum) - self.a_ref)
-        parts = dict(self.parts)
-        parts["attention"] += d
-        gpu = self.gpu_ref + d
-        overhead = self.graphed_s if self.graphed else float(self.host.seconds(self.launches, gpu, self.rank_tokens))
-        parts["overhead"] = overhead
-        return StepCost(gpu + overhead, parts, self.hidden_s)
