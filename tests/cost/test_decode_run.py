@@ -128,14 +128,32 @@ def test_context_tables_extend_both_ways_and_stay_within_their_budget():
         for j in range(steps):
             one = cost.step_cost(first._replace(decode_ctx_sum=first.decode_ctx_sum + seqs * j))
             assert totals[j] == one.total_s and parts["overhead"][j] == one.parts["overhead"], (seqs, ctx_each, j)
-        assert kept.entries == sum(t.hi - t.lo for t in kept.tables.values()) <= 20_000
-        t = kept.tables[(0, 0, 0, 0, 0, seqs, seqs)]
+        assert kept.entries == sum(t.hi - t.lo for w in kept.tables.values() for t in w) <= 20_000
+        t = kept.tables[(0, 0, 0, 0, 0, seqs, seqs)][0]  # (the window just used comes first)
         spans.append((t.lo, t.hi))
     assert spans[1][0] < spans[0][0] and spans[1][1] == spans[0][1]  # extended below
     assert spans[2][0] == spans[1][0] and spans[2][1] > spans[1][1]  # then above
-    assert [key[5] for key in kept.tables] == [3, 5, 8, 64]  # least recently used first
+    order = [key[5] for key in kept.tables]
+    assert order == [3, 5, 8, 64][-len(order):] and order[-2:] == [8, 64]  # least recently used first (and gone first)
     kept.max_values = 12_000
     totals, _ = cost.decode_run(decode(2, 1_000), 30)
     assert totals[-1] == cost.step_cost(decode(2, 1_029)).total_s
     assert [key[5] for key in kept.tables][-1] == 2 and 3 not in [key[5] for key in kept.tables]
-    assert kept.entries == sum(t.hi - t.lo for t in kept.tables.values()) <= 6_000
+    assert kept.entries == sum(t.hi - t.lo for w in kept.tables.values() for t in w) <= 6_000
+
+
+def test_a_shape_met_at_far_apart_contexts_keeps_a_window_at_each():
+    """Instances sharing a pool's model decode the same shape at their own context sums: going back and forth
+    between them reprices nothing once each region has its window, and every step still equals stepping."""
+    cost = model(GQA)
+    priced = []
+    price = cost.steps.price_contexts
+    cost.steps.price_contexts = lambda b, ctx: (priced.append(len(ctx)), price(b, ctx))[1]
+    regions = [8 * 1_000, 8 * 40_000, 8 * 90_000]
+    for _ in range(3):
+        for ctx in regions:
+            first = decode(8, ctx // 8)
+            totals, _ = cost.decode_run(first, 20)
+            assert totals[-1] == cost.step_cost(first._replace(decode_ctx_sum=first.decode_ctx_sum + 8 * 19)).total_s
+    assert len(priced) == len(regions)  # one window priced per region, then only read
+    assert len(cost.steps.tables[(0, 0, 0, 0, 0, 8, 8)]) == len(regions)

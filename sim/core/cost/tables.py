@@ -35,6 +35,8 @@ from sim.core.cost.base import PARTS, BatchShape, StepCost
 # ecommerce_peak and deepseek_v3_day.
 KEPT_VALUES = 1 << 21
 PER_SHAPE = 16
+# Context tables one decode-only shape keeps at once (see `StepCache.table`).
+WINDOWS_PER_SHAPE = 8
 _N_PARTS: Final = len(PARTS)
 
 # A BatchShape without its decode context sum (fields 0-5 and 7): what everything is kept under. A plain tuple of
@@ -161,7 +163,7 @@ class StepCache:
         self.price_contexts = price_contexts
         self.price_step = price_step
         self.max_values = max_values
-        self.tables: OrderedDict[ShapeKey, StepTable] = OrderedDict()
+        self.tables: OrderedDict[ShapeKey, list[StepTable]] = OrderedDict()  # windows, most recent first
         self.entries = 0  # floats held by the tables
         self.exact: dict[ShapeKey, StepCost] = {}
         self.layers: dict[tuple[Any, bool], Any] = {}  # a layer's context-free part by (work, MoE): layers.LayerCost
@@ -205,27 +207,39 @@ class StepCache:
 
     def table(self, b: BatchShape, last_ctx_sum: int) -> StepTable | None:
         """The step-cost table of b's shape covering context sums b.decode_ctx_sum..last_ctx_sum: found, extended
-        (each growth adds at least the width it had, so every entry is priced O(1) times), or built. Tables are
-        evicted least recently used first to stay within half the bound (`max_values`); None when one table alone would exceed
-        it."""
+        (each growth adds at least the width it had, so every entry is priced O(1) times), or built. A shape keeps
+        up to `WINDOWS_PER_SHAPE` tables at different context sums, most recently used first: the instances of a
+        pool share its model, and each decodes its own sequences at its own context sums, so one window per shape
+        would be moved back and forth between them. Shapes are evicted least recently used first to stay within
+        half the bound (`max_values`); None when one table alone would exceed it."""
         key = shape_key(b)
         first = b.decode_ctx_sum
-        tables = self.tables
-        table = tables.get(key)
+        windows = self.tables.get(key)
+        if windows is None:
+            windows = self.tables[key] = []
+        else:
+            self.tables.move_to_end(key)
+        for i, t in enumerate(windows):
+            if t.lo <= first and last_ctx_sum < t.hi:
+                if i:
+                    windows.insert(0, windows.pop(i))
+                return t
+        table: StepTable | None = None
         lo = hi = 0
-        if table is not None:
-            tables.move_to_end(key)
-            if table.lo <= first and last_ctx_sum < table.hi:
-                return table
-            width = table.hi - table.lo
-            if last_ctx_sum < table.lo - width or first >= table.hi + width:
-                table = None  # far from what the table holds: start a new one here rather than fill the gap
-            else:
-                lo = table.lo if first >= table.lo else max(0, first - width)
-                hi = table.hi if last_ctx_sum < table.hi else last_ctx_sum + 1 + width
+        for i, t in enumerate(windows):
+            width = t.hi - t.lo
+            if not (last_ctx_sum < t.lo - width or first >= t.hi + width):
+                table = windows.pop(i)  # near enough: extend this one (rather than start one beside it)
+                lo = t.lo if first >= t.lo else max(0, first - width)
+                hi = t.hi if last_ctx_sum < t.hi else last_ctx_sum + 1 + width
+                break
         if table is None:
             lo, hi = max(0, first - 256), last_ctx_sum + 1 + max(1024, last_ctx_sum + 1 - first)
         if hi - lo > self.max_values // 2:
+            if table is not None:
+                windows.insert(0, table)
+            elif not windows:
+                del self.tables[key]
             return None
         base = b._replace(decode_ctx_sum=0)
         segments = [(lo, hi)] if table is None else [(lo, table.lo), (table.hi, hi)]
@@ -234,12 +248,21 @@ class StepCache:
             if z > a:
                 total, parts, hidden = self.price_contexts(base, np.arange(a, z, dtype=np.float64))
                 pieces.append(StepTable.priced(a, z, total, parts, hidden))
-        replaced = tables.pop(key, None)
-        if replaced is not None:
-            self.entries -= replaced.hi - replaced.lo
-        table = tables[key] = StepTable.join(table, pieces)
+        if table is not None:
+            self.entries -= table.hi - table.lo
+        table = StepTable.join(table, pieces)
+        windows.insert(0, table)
         self.entries += table.hi - table.lo
-        while self.entries > self.max_values // 2 and len(tables) > 1:
-            _, old = tables.popitem(last=False)
+        while len(windows) > WINDOWS_PER_SHAPE:
+            old = windows.pop()
             self.entries -= old.hi - old.lo
+        tables = self.tables
+        while self.entries > self.max_values // 2 and len(tables) > 1:
+            _, gone = tables.popitem(last=False)
+            for old in gone:
+                self.entries -= old.hi - old.lo
+        if self.entries > self.max_values // 2:  # (one shape left: its older windows go)
+            while len(windows) > 1:
+                old = windows.pop()
+                self.entries -= old.hi - old.lo
         return table

@@ -70,6 +70,9 @@ class BlockManager:
         self.used_blocks = 0
         self.peak_used_blocks = 0
         self._held: dict[int, int] = {}
+        # request -> KV tokens its blocks cover (own blocks x block size + tokens of referenced prefix entries):
+        # `grow`'s test for the common decode step, one lookup (kept by `_cover_again` wherever either changes)
+        self._covered: dict[int, int] = {}
         # Prefix cache: hash -> reference count, in LRU order (oldest first).
         self.prefix_caching = prefix_caching
         self.hash_block_tokens = hash_block_tokens
@@ -160,21 +163,27 @@ class BlockManager:
     def grow(self, request_id: int, tokens: int) -> bool:
         """Make the request hold enough own blocks for `tokens` tokens of KV (beyond its shared prefix);
         False, and no change, if they cannot be found even after evicting unreferenced prefix entries."""
-        held = self._held.get(request_id, 0)
-        if held * self.block_size_tokens + self._shared_tokens.get(request_id, 0) >= tokens:
+        if self._covered.get(request_id, 0) >= tokens:
             return True  # fast path: the blocks it holds already cover `tokens` (the common decode step)
+        held = self._held.get(request_id, 0)
         need = self._own_blocks_for(request_id, tokens) - held
         if need <= 0:
             return True
         if not self._make_room(need):
             return False
-        self._held[request_id] = self._held.get(request_id, 0) + need
+        self._held[request_id] = held + need
+        self._cover_again(request_id)
         self._take(need)
         return True
+
+    def _cover_again(self, request_id: int) -> None:
+        self._covered[request_id] = (self._held.get(request_id, 0) * self.block_size_tokens
+                                     + self._shared_tokens.get(request_id, 0))
 
     def free(self, request_id: int) -> None:
         """Release the request's own blocks and its references to prefix entries."""
         self.used_blocks -= self._held.pop(request_id, 0)
+        self._covered.pop(request_id, None)
         for h in self._refs.pop(request_id, ()):
             if h in self._entries:
                 self._release_entry(h)
@@ -218,6 +227,7 @@ class BlockManager:
         self._refs[request_id] = refs
         shared = len(refs) * self.hash_block_tokens
         self._shared_tokens[request_id] = shared
+        self._cover_again(request_id)
         self.hits_tokens += shared
         self.tier2_hits_tokens += loaded * self.hash_block_tokens
         load_s = 0.0
@@ -244,6 +254,7 @@ class BlockManager:
             self._shared_tokens[request_id] = self._shared_tokens.get(request_id, 0) + self.hash_block_tokens
             if self.shared_tier is not None:
                 self.shared_tier.put(h)  # written through to the pool's shared tier
+        self._cover_again(request_id)
 
     def cached_prefix_entries(self, hashes) -> int:
         """How many leading entries of `hashes` are cached on the device (for routing; no side effects)."""

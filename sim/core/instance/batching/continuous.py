@@ -50,13 +50,13 @@ class ContinuousBatching:
         items: list[tuple[SimRequest, int]] = []
         preempted = False
         i = 0
-        running, grow, lookahead = self.running, self.kv.grow, self.lookahead_tokens
+        running, kv, lookahead = self.running, self.kv, self.lookahead_tokens  # (kv.grow: a native call)
         while i < len(running) and budget > 0:
             req = running[i]
             c = req.num_computed_tokens
             n = min(req.prompt_tokens + req.num_output_tokens - c, budget)  # its known tokens not yet computed
             extra = lookahead if n == 1 and req.num_output_tokens else 0
-            while not grow(req.request_id, c + n + extra):
+            while not kv.grow(req.request_id, c + n + extra):
                 victim = self.running.pop()
                 self._preempt(victim)
                 preempted = True
