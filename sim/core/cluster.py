@@ -226,7 +226,7 @@ class Cluster:
             j = i - self._chunk_lo
             cls = self._c_class[j]
             req = SimRequest(i, self._c_arrival[j], self._c_prompt[j], self._c_output[j], cls, self._c_priority[j],
-                             None if hashes is None else hashes[i])
+                             None if hashes is None else hashes[i].tolist())  # (ints: routers walk them per instance)
             self.recorder.on_arrival(req)
             self._admit(req, names[cls], now)
             i += 1
