@@ -46,7 +46,7 @@ def summarize(run: RunConfig, cluster, cols: dict, duration_s: float, sampler_pe
     in_tok = float(cols["prompt_tokens"][done].sum())
     slo = run.slo
     classes = cols["request_class"]
-    class_names = sorted(set(classes.tolist()))
+    class_names = sorted(classes.distinct())
     ttft_s, tpot_s = cols["ttft_s"], cols["tpot_s"]
     good = np.zeros(n, dtype=bool)  # completed within its class's TTFT and TPOT targets (no TPOT: one token)
     for name in class_names:  # (class by class against scalars, in boolean masks: no per-request target arrays)
