@@ -46,13 +46,18 @@ def interval_p99(times: np.ndarray, values: np.ndarray, edges: np.ndarray) -> np
     interpolation), so each value equals `np.percentile(group, 99)` (tests/sim/test_interval_p99.py); a call per
     interval cost seconds on long runs."""
     out = np.full(len(edges), np.nan)
-    ok = np.isfinite(times) & np.isfinite(values)
+    ok = np.isfinite(times)
+    ok &= np.isfinite(values)
     if not ok.any():
         return out
-    idx = np.searchsorted(edges, times[ok], side="left")
-    vals = values[ok].astype(np.float64)
+    # (over every request of a run: int32 interval indices, and each copy dropped as soon as it is replaced)
+    idx = np.searchsorted(edges, times[ok], side="left").astype(np.int32)
+    vals = np.asarray(values, dtype=np.float64)[ok]
+    del ok
     order = np.lexsort((vals, idx))
-    idx, vals = idx[order], vals[order]
+    idx = idx[order]
+    vals = vals[order]
+    del order
     starts = np.concatenate(([0], np.flatnonzero(np.diff(idx)) + 1))
     n = np.diff(np.append(starts, len(idx)))
     q = np.true_divide(99, 100)
