@@ -152,7 +152,7 @@ def make_run(path: Path, *, instances: int = 2, n: int = 2000, duration_s: float
 
 def _review(requests: pd.DataFrame, pools_df: pd.DataFrame, pools, instances: int, duration_s: float) -> dict:
     """`verdict` and `diagnosis` as a real run computes them (sim/review), over these synthetic tables."""
-    cols = {k: Labels.of(requests[k].tolist()) if requests[k].dtype == object else requests[k].to_numpy()
+    cols = {k: Labels.of(requests[k].tolist()) if pd.api.types.is_string_dtype(requests[k]) else requests[k].to_numpy()
             for k in requests}  # (strings as the run's Labels)
     n = len(requests)
     cols.update(itl_max_s=cols["tpot_s"] * 2, fallback=np.zeros(n, dtype=bool))
