@@ -60,7 +60,7 @@ class Cluster:
         self.in_transit: dict[int, SimRequest] = {}  # prefill -> decode KV transfers under way
         self.finished = 0  # completed or rejected
         self.all_done = env.event()
-        self._due_s = workload.arrival_s + scen.frontend_overhead_s
+        self._overhead_s = float(scen.frontend_overhead_s)
         self._next_arrival = 0
         self._n_requests = len(workload)
         # The workload's columns for requests [_chunk_lo, _chunk_hi) as Python lists (read per request: list items
@@ -81,7 +81,6 @@ class Cluster:
         self.last_send_s = 0.0  # when a closed-loop client last sent (the drain timeout counts from it)
         if closed:
             self.workload.arrival_s.setflags(write=True)
-            self._due_s[self._released:] = float("inf")  # (not sent until a client frees)
         self._schedule_arrival(env.now)
 
     # -- wiring -----------------------------------------------------------------------------------------------
@@ -185,16 +184,18 @@ class Cluster:
         self._released = i + 1
         self.last_send_s = at_s
         self.workload.arrival_s[i] = at_s
-        self._due_s[i] = at_s + self.run.scenario.frontend_overhead_s
         self._chunk_hi = 0  # (the cached chunk holds the old time)
-        ev = self.env.timeout(max(0.0, float(self._due_s[i]) - self.env.now))  # (a Python float: the clock stays one)
+        ev = self.env.timeout(max(0.0, (at_s + self._overhead_s) - self.env.now))  # (a Python float: the clock stays one)
         ev.callbacks.append(self._arrive)
 
     def _load_chunk(self, i: int) -> None:
         """Make requests i .. i + ARRIVAL_CHUNK - 1 readable from the `_c_*` lists."""
         wl, hi = self.workload, min(i + ARRIVAL_CHUNK, self._n_requests)
         self._chunk_lo, self._chunk_hi = i, hi
-        self._c_due = self._due_s[i:hi].tolist()
+        due = wl.arrival_s[i:hi] + self._overhead_s  # (per chunk: no second arrival column kept for the run)
+        if self._released < hi:
+            due[max(0, self._released - i):] = float("inf")  # (closed loop: not sent until a client frees)
+        self._c_due = due.tolist()
         self._c_arrival = wl.arrival_s[i:hi].tolist()
         self._c_prompt = wl.prompt_tokens[i:hi].tolist()
         self._c_output = wl.output_tokens[i:hi].tolist()

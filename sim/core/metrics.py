@@ -11,6 +11,7 @@ from array import array
 
 import numpy as np
 
+from inferplan.labels import Labels
 from scenarios.workload import Workload
 from sim.core.fleet.billing import pool_usd
 from sim.core.fleet.pool import Pool
@@ -36,7 +37,7 @@ class RequestRecorder:
         # Typed arrays (array.array: an element write from compiled code costs a fraction of a numpy one), read
         # as numpy arrays without a copy by `columns`.
         self.cached_tokens = array("q", bytes(8 * n))
-        self.pool = array("h", [-1]) * n
+        self.pool = array("h", bytes(2 * n))  # 1 + index into pool_names; 0: no pool (as prefill_pool)
         self.instance = array("i", [-1]) * n
         self.status = array("b", [2]) * n  # index into STATUS; unfinished until recorded
         self.reject_reason: dict[int, str] = {}
@@ -45,7 +46,7 @@ class RequestRecorder:
         self.itl_max_s = array("d", [math.nan]) * n
         self.preemptions = array("i", bytes(4 * n))
         self.fallback = array("b", bytes(n))
-        self.prefill_pool = array("h", [-1]) * n
+        self.prefill_pool = array("h", bytes(2 * n))
         self.arrived = 0
         self._pool_index = {p: i for i, p in enumerate(pool_names)}
 
@@ -61,7 +62,7 @@ class RequestRecorder:
             if req.reject_reason:
                 self.reject_reason[i] = req.reject_reason
             self.finish_s[i] = req.finish_s
-        self.pool[i] = self._pool_index.get(req.pool, -1)
+        self.pool[i] = self._pool_index.get(req.pool, -1) + 1
         self.instance[i] = req.instance
         self.first_token_s[i] = req.first_token_s
         self.itl_max_s[i] = req.itl_max_s
@@ -73,35 +74,38 @@ class RequestRecorder:
         if req.fallback:
             self.fallback[i] = True
         if req.prefill_pool:
-            self.prefill_pool[i] = self._pool_index.get(req.prefill_pool, -1)
+            self.prefill_pool[i] = self._pool_index.get(req.prefill_pool, -1) + 1
 
-    def _reject_reasons(self, n: int) -> np.ndarray:
+    def _reject_reasons(self, n: int) -> Labels:
         """The reject_reason column: "" but for the rejected requests (no Python list of n items on the way)."""
-        out = np.full(n, "", dtype=object)
+        names = ["", *dict.fromkeys(r for i, r in self.reject_reason.items() if i < n)]
+        index = {r: k for k, r in enumerate(names)}
+        codes = np.zeros(n, dtype=np.int8 if len(names) < 128 else np.int32)
         for i, reason in self.reject_reason.items():
             if i < n:
-                out[i] = reason
-        return out
+                codes[i] = index[reason]
+        return Labels(codes, names)
 
-    def columns(self) -> dict[str, np.ndarray]:
-        """The `requests.parquet` columns (see docs/results.md), for the requests that arrived."""
+    def columns(self) -> dict[str, np.ndarray | Labels]:
+        """The `requests.parquet` columns (see docs/results.md), for the requests that arrived: numbers as numpy
+        arrays, strings as `Labels` (codes into their few names, views of the recorder's arrays)."""
         wl, n = self.workload, self.arrived
         arrival = wl.arrival_s[:n]
         out_tok = wl.output_tokens[:n]
         first, finish = _numpy(self.first_token_s, n), _numpy(self.finish_s, n)
         with np.errstate(invalid="ignore", divide="ignore"):
             tpot = np.where(out_tok > 1, (finish - first) / np.maximum(out_tok - 1, 1), np.nan)
-        pool_names = np.array([""] + list(self.pool_names), dtype=object)
+        pool_names = ["", *self.pool_names]
         return {
             "request_id": np.arange(n, dtype=np.int64),
             "arrival_s": arrival,
             "prompt_tokens": wl.prompt_tokens[:n],
             "output_tokens": out_tok,
             "cached_tokens": _numpy(self.cached_tokens, n),
-            "request_class": np.array(wl.class_names, dtype=object)[wl.request_class[:n]],
-            "pool": pool_names[_numpy(self.pool, n) + 1],
+            "request_class": Labels(wl.request_class[:n], wl.class_names),
+            "pool": Labels(_numpy(self.pool, n), pool_names),
             "instance": _numpy(self.instance, n),
-            "status": np.array(STATUS, dtype=object)[_numpy(self.status, n)],
+            "status": Labels(_numpy(self.status, n), STATUS),
             "reject_reason": self._reject_reasons(n),
             "first_token_s": first,
             "finish_s": finish,
@@ -110,8 +114,8 @@ class RequestRecorder:
             "e2e_s": finish - arrival,
             "itl_max_s": _numpy(self.itl_max_s, n),
             "preemptions": _numpy(self.preemptions, n),
-            "fallback": _numpy(self.fallback, n).astype(bool),
-            "prefill_pool": pool_names[_numpy(self.prefill_pool, n) + 1],
+            "fallback": _numpy(self.fallback, n).view(np.bool_),  # (0/1 bytes: a view)
+            "prefill_pool": Labels(_numpy(self.prefill_pool, n), pool_names),
         }
 
 

@@ -14,6 +14,7 @@ import numpy as np
 import simpy
 
 from inferplan.interrupts import StopFlag, stop_requested
+from inferplan.labels import Labels
 from scenarios.workload import Workload
 from sim.core.cluster import Cluster
 from sim.config import RunConfig
@@ -26,7 +27,7 @@ class RunOutcome:
     invariant verdicts, and the signal that stopped the run early (0: it ran to its end)."""
 
     cluster: Cluster
-    requests: dict[str, np.ndarray]
+    requests: dict[str, np.ndarray | Labels]  # strings as Labels (inferplan/labels.py)
     timeseries_columns: dict  # TS_COLUMNS -> values per sampling interval
     pool_columns: dict        # POOL_COLUMNS -> values per (interval, pool)
     end_s: float

@@ -10,11 +10,14 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from inferplan.labels import Labels
+
 _NUMPY = {pa.int64(): np.int64, pa.int32(): np.int32, pa.float64(): np.float64}
 
 
 def arrow_column(values, type_: pa.DataType) -> pa.Array:
-    """`values` (a numpy array or a list) as a non-null Arrow array of `type_` (int64, int32, float64, bool, string)."""
+    """`values` (a numpy array, a list, or `Labels` for a string) as a non-null Arrow array of `type_` (int64,
+    int32, float64, bool, string)."""
     if type_ == pa.string():
         return string_column(values)
     if type_ == pa.bool_():
@@ -25,9 +28,11 @@ def arrow_column(values, type_: pa.DataType) -> pa.Array:
 
 
 def string_column(values) -> pa.Array:
-    """Strings (a numpy object array or a list of str) as an Arrow string array. The run's string columns hold a
-    few distinct labels (status, pool, class, reject reason), so each label is encoded once and rows are gathered
-    by code."""
+    """Strings (`Labels`, a numpy object array or a list of str) as an Arrow string array. The run's string columns
+    hold a few distinct labels (status, pool, class, reject reason), so each label is encoded once and rows are
+    gathered by code."""
+    if isinstance(values, Labels):
+        return labels_column(values.codes, list(values.names))
     labels = list(dict.fromkeys(values.tolist() if isinstance(values, np.ndarray) else values))
     values = np.asarray(values, dtype=object)
     codes = np.zeros(len(values), dtype=np.intp)

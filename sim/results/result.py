@@ -6,12 +6,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from inferplan.labels import Labels
+
 
 @dataclass
 class SimResult:
     """Everything a run writes: request columns, time-series rows, per-pool rows and the summary dict."""
 
-    requests: dict[str, np.ndarray]
+    requests: dict[str, np.ndarray | Labels]  # strings as Labels (inferplan/labels.py)
     timeseries_columns: dict  # TS_COLUMNS -> values per sampling interval
     pool_columns: dict        # POOL_COLUMNS -> values per (interval, pool)
     summary: dict

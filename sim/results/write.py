@@ -15,10 +15,27 @@ from sim.results.schema import (DONE, POOL_TYPES, POOLS, REQUEST_TYPES, REQUESTS
                                 TIMESERIES_COUNTS)
 
 
+# Fixed writer options and no wall-clock metadata: the same run gives byte-identical files.
+_OPTIONS = {"compression": "zstd", "use_dictionary": True, "write_statistics": True}
+ROWS_PER_GROUP = 1024 * 1024  # rows per row group of requests.parquet (pyarrow's default maximum for write_table)
+
 
 def _write(table: pa.Table, path: Path) -> None:
-    # Fixed writer options and no wall-clock metadata: the same run gives byte-identical files.
-    pq.write_table(table, path, compression="zstd", use_dictionary=True, write_statistics=True)
+    pq.write_table(table, path, **_OPTIONS)
+
+
+def write_requests(cols: dict, path: Path, rows_per_group: int = ROWS_PER_GROUP) -> None:
+    """`requests.parquet` one row group at a time: each group's Arrow arrays are built from slices of the numpy
+    columns and freed once written, so no Arrow copy of the whole table (its string columns as utf8 buffers) exists
+    beside the columns. The bytes are those `pq.write_table` gives for the whole table with the same
+    `row_group_size` (tests/sim/test_write_requests.py)."""
+    n = len(cols["request_id"])
+    schema = pa.schema(list(REQUEST_TYPES.items()))
+    with pq.ParquetWriter(path, schema, **_OPTIONS) as writer:
+        for lo in range(0, n, rows_per_group) if n else [0]:  # (no rows: one empty table, as write_table writes)
+            group = {k: cols[k][lo:lo + rows_per_group] for k in REQUEST_TYPES}
+            writer.write_table(pa.table({k: arrow_column(group[k], t) for k, t in REQUEST_TYPES.items()},
+                                        schema=schema), row_group_size=rows_per_group)
 
 
 def interval_p99(times: np.ndarray, values: np.ndarray, edges: np.ndarray) -> np.ndarray:
@@ -29,13 +46,18 @@ def interval_p99(times: np.ndarray, values: np.ndarray, edges: np.ndarray) -> np
     interpolation), so each value equals `np.percentile(group, 99)` (tests/sim/test_interval_p99.py); a call per
     interval cost seconds on long runs."""
     out = np.full(len(edges), np.nan)
-    ok = np.isfinite(times) & np.isfinite(values)
+    ok = np.isfinite(times)
+    ok &= np.isfinite(values)
     if not ok.any():
         return out
-    idx = np.searchsorted(edges, times[ok], side="left")
-    vals = values[ok].astype(np.float64)
+    # (over every request of a run: int32 interval indices, and each copy dropped as soon as it is replaced)
+    idx = np.searchsorted(edges, times[ok], side="left").astype(np.int32)
+    vals = np.asarray(values, dtype=np.float64)[ok]
+    del ok
     order = np.lexsort((vals, idx))
-    idx, vals = idx[order], vals[order]
+    idx = idx[order]
+    vals = vals[order]
+    del order
     starts = np.concatenate(([0], np.flatnonzero(np.diff(idx)) + 1))
     n = np.diff(np.append(starts, len(idx)))
     q = np.true_divide(99, 100)
@@ -62,7 +84,7 @@ def write_run(result: SimResult, out_dir: str | Path) -> Path:
     if done.exists():
         done.unlink()
     cols = result.requests
-    _write(pa.table({k: arrow_column(cols[k], t) for k, t in REQUEST_TYPES.items()}), out / REQUESTS)
+    write_requests(cols, out / REQUESTS)
     ts = {k: np.asarray(v, dtype=np.float64) for k, v in result.timeseries_columns.items()}
     for k in TIMESERIES_COUNTS:
         ts[k] = ts[k].astype(np.int64)

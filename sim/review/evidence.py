@@ -52,7 +52,7 @@ class RunEvidence:
             pools[name] = PoolFacts(str(spec.pop("name", run.autoscaler_name)), spec, int(p.cfg.instances),
                                     int(p.min_instances), int(p.max_instances),
                                     [(float(i.started_s), float(i.active_s), float(i.stopped_s)) for i in p.instances])
-        classes = sorted(set(cols["request_class"].tolist()))
+        classes = sorted(cols["request_class"].distinct())
         routes = {c: list(cluster.placement.candidates(c)) for c in classes}
         oc = cluster.overload.cfg
         placement = dict(run.scenario.placement or {})

@@ -67,14 +67,15 @@ def _aggregate(members: list[dict], slo: str, cls: str, pool: str) -> dict:
 
 
 def verdicts(cols: dict, slo) -> list[dict]:
-    """All verdict records of a run: `cols` are the request columns (sim/core/metrics.py), `slo` the SloConfig."""
+    """All verdict records of a run: `cols` are the request columns (sim/core/metrics.py; strings as `Labels`),
+    `slo` the SloConfig."""
     classes, pools = cols["request_class"], cols["pool"]
     rows: list[dict] = []
-    for cls in sorted(set(classes.tolist())):
+    for cls in sorted(classes.distinct()):
         ttft_t, tpot_t = slo.for_class(cls)
         targets = {"ttft_p99": ttft_t, "tpot_p99": tpot_t}
         in_cls = classes == cls
-        for pool in sorted(set(pools[in_cls].tolist()) - {""}):
+        for pool in sorted(pools[in_cls].distinct() - {""}):
             for r in _cell(cols, in_cls & (pools == pool), targets, slo.served_fraction):
                 rows.append({"slo": r.pop("slo"), "class": cls, "pool": pool, **r})
         for r in _cell(cols, in_cls, targets, slo.served_fraction):

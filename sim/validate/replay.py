@@ -87,7 +87,7 @@ def _simulate(run: RunConfig, measured: MeasuredRun, send_s: np.ndarray) -> Repl
     running = np.array([r["running"] for r in result.timeseries]) if result.timeseries else np.zeros(1)
     at = np.minimum(np.searchsorted(ts_t, cols["arrival_s"] + run.scenario.frontend_overhead_s, side="left"),
                     len(ts_t) - 1)
-    status = cols["status"][pos]
+    status = np.asarray(cols["status"][pos])  # (an object array of the labels, in measured order)
     done = status == "completed"
 
     def aligned(name: str) -> np.ndarray:

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from inferplan.labels import Labels
 from sim.config import SloConfig
 from sim.results.schema import SCHEMA_VERSION
 from sim.results.result import nan_to_none
@@ -151,7 +152,8 @@ def make_run(path: Path, *, instances: int = 2, n: int = 2000, duration_s: float
 
 def _review(requests: pd.DataFrame, pools_df: pd.DataFrame, pools, instances: int, duration_s: float) -> dict:
     """`verdict` and `diagnosis` as a real run computes them (sim/review), over these synthetic tables."""
-    cols = {k: requests[k].to_numpy(dtype=object if requests[k].dtype == object else None) for k in requests}
+    cols = {k: Labels.of(requests[k].tolist()) if pd.api.types.is_string_dtype(requests[k]) else requests[k].to_numpy()
+            for k in requests}  # (strings as the run's Labels)
     n = len(requests)
     cols.update(itl_max_s=cols["tpot_s"] * 2, fallback=np.zeros(n, dtype=bool))
     series = {p: {k: pools_df[pools_df["pool"] == p][k].to_numpy(dtype=float) for k in pools_df if k != "pool"}

@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 
+from inferplan.labels import Labels
 from sim.config import SloConfig
 from sim.review.diagnosis import diagnose
 from sim.review.evidence import PoolFacts, RunEvidence
@@ -23,11 +24,11 @@ def _run(slow=lambda t: False, *, ttft_slow=False, active=lambda t: 10, queued=l
     ttft = np.where(is_slow & ttft_slow, 3.0, 0.2)
     tpot = np.where(is_slow & ~np.array(ttft_slow), 0.1, 0.02)
     first = arrival + ttft
-    cols = {"request_class": np.array(["qa"] * n, dtype=object), "pool": np.array([pool] * n, dtype=object),
-            "status": np.array(["completed"] * n, dtype=object), "arrival_s": arrival, "first_token_s": first,
+    cols = {"request_class": Labels.of(["qa"] * n), "pool": Labels.of([pool] * n),
+            "status": Labels.of(["completed"] * n), "arrival_s": arrival, "first_token_s": first,
             "finish_s": first + 99 * tpot, "ttft_s": ttft, "tpot_s": tpot, "itl_max_s": tpot * 2,
             "preemptions": (is_slow & preempted).astype(np.int32), "fallback": is_slow & fallback,
-            "reject_reason": np.array([""] * n, dtype=object)}
+            "reject_reason": Labels.of([""] * n)}
     t = np.arange(1.0, T_END + 1)
     series = {pool: {"t_s": t, "active": np.array([active(x) for x in t], float),
                      "starting": np.array([starting(x) for x in t], float),

@@ -4,13 +4,14 @@ import math
 import numpy as np
 import pytest
 
+from inferplan.labels import Labels
 from sim.config import SloConfig
 from sim.review.verdict import missed, verdicts
 
 
 def _cols(rows):
     """rows: (class, pool, status, ttft_s, tpot_s)"""
-    c = {k: np.array([r[i] for r in rows], dtype=object) for i, k in enumerate(("request_class", "pool", "status"))}
+    c = {k: Labels.of([r[i] for r in rows]) for i, k in enumerate(("request_class", "pool", "status"))}
     c["ttft_s"] = np.array([r[3] for r in rows], dtype=float)
     c["tpot_s"] = np.array([r[4] for r in rows], dtype=float)
     return c
