@@ -13,9 +13,11 @@ from typing import Protocol
 from omegaconf import OmegaConf
 
 from inferplan.errors import InputError
+from inferplan.interrupts import signals_deferred
 from sim.compose import compose_config
 from sim.plan.cache import RunCache, config_hash
 from sim.plan.executors import Task
+from sim.results.read import try_summary
 
 NO_PROGRESS = ("metrics.progress=false",)
 
@@ -96,13 +98,19 @@ class Evaluator:
         tasks = [Task(key, outs[0].config, (*self.base, *outs[0].overrides), str(self.cache.staging(key)))
                  for key, outs in todo.items()]
         self.progress.started(len(tasks))
+        finished: set[str] = set()
         try:
             for task, result in self.executor.run(tasks):
-                self._finish(task, result, todo[task.key])
+                with signals_deferred():   # committed and recorded together, or not at all
+                    self._finish(task, result, todo[task.key])
+                    finished.add(task.key)
                 self.progress.simulated()
-        finally:   # an interrupted plan leaves no staging folder behind
-            for task in tasks:
-                shutil.rmtree(task.out_dir, ignore_errors=True)
+        finally:   # interrupted: a run that completed before its result came back is kept; no staging folder stays
+            with signals_deferred():
+                for task in tasks:
+                    if task.key not in finished and _completed(Path(task.out_dir)):
+                        self._finish(task, {}, todo[task.key])
+                    shutil.rmtree(task.out_dir, ignore_errors=True)
 
     def _finish(self, task: Task, result: dict, outs: list[Outcome]) -> None:
         self.simulated += 1
@@ -115,3 +123,9 @@ class Evaluator:
         summary = self.cache.summary(task.key)   # as written (NaN -> null), the same as a later cache hit
         for out in outs:
             out.summary, out.run_dir = summary, run_dir
+
+
+def _completed(staged: Path) -> bool:
+    """A staged run folder that ran to its end (DONE, status completed): a finished simulation worth keeping."""
+    summary = try_summary(staged)
+    return summary is not None and summary.get("status") == "completed"

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from inferplan.errors import InputError
-from sim.results.schema import DONE, FAILED, POOLS, REQUESTS, SCHEMA_VERSION, SUMMARY, TIMESERIES, Summary
+from sim.results.schema import DONE, FAILED, INTERRUPTED, POOLS, REQUESTS, SCHEMA_VERSION, SUMMARY, TIMESERIES, Summary
 
 TABLE_FILES = {"requests": REQUESTS, "timeseries": TIMESERIES, "pools": POOLS}
 RERUN_FIX = "re-run the simulation (`python -m sim ...` rewrites the folder)"
@@ -30,6 +30,11 @@ def failed_reason(run_dir: Path) -> str | None:
     """The one-line error of a sweep job that could not run (its FAILED file), or None."""
     path = Path(run_dir) / FAILED
     return path.read_text(errors="replace").strip() if path.is_file() else None
+
+
+def stopped_early(run_dir: Path) -> bool:
+    """A sweep job that a signal stopped before its simulation ran (its INTERRUPTED marker): not a failure."""
+    return (Path(run_dir) / INTERRUPTED).is_file()
 
 
 def _upgrade(data: dict, where: Path) -> dict:

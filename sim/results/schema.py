@@ -22,6 +22,7 @@ TIMESERIES = "timeseries.parquet"
 POOLS = "pools.parquet"
 DONE = "DONE"
 FAILED = "FAILED"            # a sweep job that could not run: its one-line error
+INTERRUPTED = "INTERRUPTED"  # a sweep job stopped by a signal before its simulation ran (nothing simulated)
 ERROR_LOG = "error.log"      # beside FAILED: a bug's traceback
 RUN_FILES = (SUMMARY, REQUESTS, TIMESERIES, POOLS, DONE)
 

@@ -1,8 +1,8 @@
 """`sweep.parquet`: one row per job of a sweep (a multirun, or a plan's configurations).
 
 Columns: `job` (int), `run_dir` (the job's folder, relative to the sweep folder), `status` (`completed` when the job
-folder has its `DONE` marker, `interrupted` when its run was stopped by a signal (partial results), `failed`
-otherwise, `invalid` for a planner configuration the simulator refused), `error` (empty, or the failed job's
+folder has its `DONE` marker, `interrupted` when its run was stopped by a signal (partial results, or none when
+the signal came before the simulation ran: its `INTERRUPTED` marker), `failed` otherwise, `invalid` for a planner configuration the simulator refused), `error` (empty, or the failed job's
 one-line error from its `FAILED` file), one column per override key (`batching`, `scenario.pools.main.instances`, ...; typed int,
 float, bool or string as the values allow) and the metrics of `sim/results/flat.py`. The dashboard's Compare page reads it
 (docs/dashboard.md).
@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from sim.results.flat import flatten_summary
-from sim.results.read import failed_reason, try_summary
+from sim.results.read import failed_reason, stopped_early, try_summary
 
 SWEEP_FILE = "sweep.parquet"
 _FIRST = ("job", "run_dir", "status")
@@ -45,10 +45,12 @@ def job_row(job_dir: Path, sweep_dir: Path, job: int, overrides: dict, error: st
             status: str | None = None) -> dict:
     """The row of one job: bookkeeping, its overrides, and its summary's flat metrics (none if it has no summary)."""
     summary = try_summary(job_dir)
+    early = summary is None and stopped_early(job_dir)
     if status is None:
-        status = "failed" if summary is None else str(summary.get("status", "completed"))
+        status = str(summary.get("status", "completed")) if summary is not None else \
+            "interrupted" if early else "failed"
     if not error and summary is None:
-        error = failed_reason(job_dir) or ""
+        error = failed_reason(job_dir) or ("interrupted before the simulation ran" if early else "")
     row = {"job": int(job), "run_dir": os.path.relpath(job_dir, sweep_dir), "status": status}
     if summary is not None:
         row.update(flatten_summary(dict(summary)))

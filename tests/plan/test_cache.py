@@ -68,3 +68,27 @@ def test_the_hash_follows_the_contents_of_named_files(tmp_path):
     assert config_hash(config) == before
     trace.write_text("a\n2\n")
     assert config_hash(config) != before
+
+
+def test_a_run_that_completed_as_the_signal_came_is_kept_in_the_plan_and_the_cache(tmp_path, monkeypatch):
+    """The signal lands after a simulation wrote its folder (DONE) but before its result reached the planner:
+    the finished run is committed to the cache and listed in the partial plan, not thrown away."""
+    import json
+
+    from sim.plan.planner import PlanInterrupted
+
+    real = executors.simulate_job
+
+    def finish_then_signal(*args, **kwargs):
+        real(*args, **kwargs)
+        raise KeyboardInterrupt
+    monkeypatch.setattr(executors, "simulate_job", finish_then_signal)
+    with pytest.raises(PlanInterrupted) as stop:
+        _plan(tmp_path, *SEARCH)
+    assert stop.value.configurations == 1
+    doc = json.loads((tmp_path / "plan" / "plan.json").read_text())
+    assert doc["status"] == "interrupted" and len(doc["configurations"]) == 1
+    assert len(list((tmp_path / "cache").rglob("DONE"))) == 1 and not list((tmp_path / "cache").rglob(".tmp-*"))
+    monkeypatch.setattr(executors, "simulate_job", real)
+    again = _plan(tmp_path, *SEARCH, out="again")      # the resumed plan reuses it
+    assert again["jobs"]["cached"] == 1

@@ -77,3 +77,19 @@ def test_a_typo_in_a_swept_groups_first_value_is_one_line_before_any_job(tmp_pat
     assert proc.returncode == 2 and not (tmp_path / "s").exists()
     assert proc.stderr == ("error: conf/batching: batching: unknown batching 'nope' (fix: use one of: chunked_prefill, "
                            "continuous, dynamic, static)\n")
+
+
+def test_a_job_stopped_before_its_simulation_ran_is_interrupted_not_failed(tmp_path):
+    """A signal during a job's composition leaves its folder with `.hydra/` and the INTERRUPTED marker only."""
+    from sim.sweep.table import rows_from_folder
+
+    for job, marker in ((0, "INTERRUPTED"), (1, None)):
+        hydra = tmp_path / str(job) / ".hydra"
+        hydra.mkdir(parents=True)
+        (hydra / "overrides.yaml").write_text(f"- seed={job}\n")
+        if marker:
+            (tmp_path / str(job) / marker).write_text("SIGTERM before the simulation ran\n")
+    rows = rows_from_folder(tmp_path)
+    assert [(r["status"], r["error"]) for r in rows] == [
+        ("interrupted", "interrupted before the simulation ran"),
+        ("failed", "no results (the job did not finish)")]
