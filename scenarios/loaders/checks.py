@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 import numpy as np
+import pyarrow as pa
 
 from inferplan.errors import InputError
 
@@ -47,6 +48,50 @@ def read_csv_text(path: Path, required: Sequence[str], *, fix_columns: str) -> p
     if len(df) == 0:
         raise InputError(path, "file", "has a header but no requests", "add at least one data row")
     return df
+
+
+def read_csv_typed(path: Path, types: dict[str, pa.DataType]) -> dict[str, np.ndarray | pa.ChunkedArray] | None:
+    """The fast path for a well-formed headed CSV (gzipped when named `*.gz`): pyarrow parses the `types` columns
+    that are present, numbers as float64 numpy arrays and text as Arrow strings, without pandas. None whenever the
+    file is not plainly well formed (unreadable, ragged, an empty or non-numeric cell, padded names or cells, no
+    rows): the caller then reads it as text (`read_csv_text`, `numeric`), which accepts what pandas accepts and names
+    the file, line and fix of any problem. A caller checks the values it needs (`plain_numbers`) the same way."""
+    import pyarrow.csv as pacsv
+
+    try:   # (no null values: an empty cell fails to convert; a column absent from the header comes back all null)
+        table = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(
+            column_types=types, include_columns=list(types), include_missing_columns=True, null_values=[],
+            strings_can_be_null=False, quoted_strings_can_be_null=False))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, *UNREADABLE):
+        return None
+    if table.num_rows == 0:
+        return None
+    out: dict[str, np.ndarray | pa.ChunkedArray] = {}
+    for name in types:
+        column = table.column(name)
+        if column.null_count == table.num_rows:   # not in the header
+            continue
+        if column.null_count:
+            return None
+        out[name] = as_numpy(column, np.float64) if pa.types.is_floating(column.type) else column
+    return out
+
+
+def as_numpy(column: pa.ChunkedArray | pa.Array, dtype: type = np.float64) -> np.ndarray:
+    """A null-free numeric column as a numpy array of `dtype`, viewed over its Arrow buffer (read-only).
+    Not `to_numpy`: pyarrow imports pandas there (about 0.2 s), which a trace run otherwise never needs."""
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    arr = arr.cast(pa.from_numpy_dtype(dtype))
+    return np.frombuffer(arr.buffers()[1], dtype=dtype, count=len(arr), offset=arr.offset * np.dtype(dtype).itemsize)
+
+
+def plain_numbers(x: np.ndarray, *, integer: bool = False, minimum: float | None = 0.0) -> np.ndarray | None:
+    """`x` as `numeric` returns it when every value passes `numeric`'s checks (finite, whole when `integer`, at least
+    `minimum`); None otherwise (the text path then names the first bad cell)."""
+    if not np.isfinite(x).all() or (integer and (x != np.round(x)).any()) or \
+            (minimum is not None and (x < minimum).any()):
+        return None
+    return x.astype(np.int64) if integer else x
 
 
 def numeric(path: Path, values: pd.Series, column: str, *, first_line: int = 2, integer: bool = False,

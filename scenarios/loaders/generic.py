@@ -17,44 +17,103 @@ the same format, so a generated workload round-trips.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from inferplan.errors import InputError
-from scenarios.loaders.checks import numeric, raise_zero_lengths, read_csv_text
+from scenarios.loaders.checks import as_numpy, numeric, plain_numbers, raise_zero_lengths, read_csv_text, read_csv_typed
 from scenarios.workload import Workload
-
-if TYPE_CHECKING:  # (pandas is imported where a trace is read: a run without one never loads it)
-    import pandas as pd
 
 REQUIRED = ("arrival_s", "prompt_tokens", "output_tokens")
 OPTIONAL = ("request_class", "priority", "session_id", "prefix_hashes")
 
 
-def _read(path: Path) -> pd.DataFrame:
-    if path.suffix.lower() in (".parquet", ".pq"):
-        try:
-            table = pq.read_table(path)
-        except (pa.ArrowInvalid, OSError) as err:
-            raise InputError(path, "file", f"is not a readable Parquet file ({err})",
-                             "rewrite it with pyarrow") from None
-        df = table.to_pandas()
-        missing = [c for c in REQUIRED if c not in df.columns]
-        if missing:
-            raise InputError(path, "schema", f"missing column {missing[0]!r} (found: {', '.join(df.columns)})",
-                             f"the file must have columns {', '.join(REQUIRED)}")
-        if len(df) == 0:
-            raise InputError(path, "file", "has no requests", "add at least one row")
-        return df
-    return read_csv_text(path, REQUIRED, fix_columns=", ".join(REQUIRED))
+NUMBERS = {  # column -> (whole numbers, minimum) as `numeric` checks them
+    "arrival_s": (False, 0.0), "prompt_tokens": (True, 0.0), "output_tokens": (True, 0.0),
+    "priority": (True, None), "session_id": (True, -1.0)}
+TYPES = {**{c: pa.float64() for c in NUMBERS}, "request_class": pa.string(), "prefix_hashes": pa.string()}
 
 
-def _hashes(path: Path, values: pd.Series) -> list[np.ndarray]:
+def _parquet(path: Path) -> pa.Table:
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowInvalid, OSError) as err:
+        raise InputError(path, "file", f"is not a readable Parquet file ({err})", "rewrite it with pyarrow") from None
+    missing = [c for c in REQUIRED if c not in table.column_names]
+    if missing:
+        raise InputError(path, "schema", f"missing column {missing[0]!r} (found: {', '.join(table.column_names)})",
+                         f"the file must have columns {', '.join(REQUIRED)}")
+    if table.num_rows == 0:
+        raise InputError(path, "file", "has no requests", "add at least one row")
+    return table
+
+
+def _typed_columns(path: Path, table: pa.Table | None) -> dict | None:
+    """The columns of a plainly well-formed file, parsed by pyarrow (no pandas: most of a trace run's start-up
+    was importing it); None for anything `_text_columns` must read, to accept it or to say what is wrong."""
+    import pyarrow.compute as pc   # (here: a run that reads no trace never imports it)
+
+    if table is None:
+        cols = read_csv_typed(path, TYPES)
+    else:
+        cols = {}
+        for name in TYPES:
+            if name in table.column_names:
+                column = table.column(name)
+                if column.null_count:
+                    return None
+                if name in NUMBERS:
+                    if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)):
+                        return None
+                    cols[name] = as_numpy(column, np.float64)
+                else:
+                    cols[name] = column
+    if cols is None or any(c not in cols for c in REQUIRED):
+        return None
+    out: dict = {}
+    for name, (integer, minimum) in NUMBERS.items():
+        if name in cols:
+            out[name] = plain_numbers(cols[name], integer=integer, minimum=minimum)
+            if out[name] is None:
+                return None
+    if "request_class" in cols:
+        labels = cols["request_class"]
+        if not (pa.types.is_string(labels.type) or pa.types.is_large_string(labels.type)):
+            return None
+        # Codes by first appearance, as `pd.factorize` gives them, an empty label being `default`. (Arrow
+        # scalars made from Python values would import pandas: the empty label is merged in the dictionary.)
+        encoded = pc.dictionary_encode(pc.utf8_trim_whitespace(labels.combine_chunks()))
+        names: dict[str, int] = {}
+        remap = [names.setdefault(v or "default", len(names)) for v in encoded.dictionary.to_pylist()]
+        out["request_class"] = (np.asarray(remap, dtype=np.int64)[as_numpy(encoded.indices, np.int64)],
+                                tuple(names))
+    if "prefix_hashes" in cols:
+        out["prefix_hashes"] = cols["prefix_hashes"].to_pylist()
+    return out
+
+
+def _text_columns(path: Path, table: pa.Table | None) -> dict:
+    """The columns read as text, as pandas accepts them, naming the line of the first bad cell."""
+    import pandas as pd
+    df = table.to_pandas() if table is not None else read_csv_text(path, REQUIRED, fix_columns=", ".join(REQUIRED))
+    out: dict = {}
+    for name, (integer, minimum) in NUMBERS.items():
+        if name in df.columns:
+            out[name] = numeric(path, df[name], name, integer=integer, minimum=minimum)
+    if "request_class" in df.columns:
+        labels = df["request_class"].astype(str).str.strip().replace("", "default")
+        codes, uniques = pd.factorize(labels)
+        out["request_class"] = (codes, tuple(str(u) for u in uniques))
+    if "prefix_hashes" in df.columns:
+        out["prefix_hashes"] = df["prefix_hashes"].tolist()
+    return out
+
+
+def _hashes(path: Path, values: list) -> list[np.ndarray]:
     out = []
-    for i, v in enumerate(values.tolist()):
+    for i, v in enumerate(values):
         try:
             if isinstance(v, str):
                 out.append(np.array([int(x) for x in v.split()], dtype=np.int64))
@@ -68,24 +127,18 @@ def _hashes(path: Path, values: pd.Series) -> list[np.ndarray]:
 
 def load_generic(path: str | Path, *, hash_block_tokens: int = 512) -> Workload:
     """Load a CSV (`.csv`) or Parquet (`.parquet`) file in the documented columns."""
-    import pandas as pd
     path = Path(path)
-    df = _read(path)
-    arrival = numeric(path, df["arrival_s"], "arrival_s")
-    prompt = numeric(path, df["prompt_tokens"], "prompt_tokens", integer=True)
-    output = numeric(path, df["output_tokens"], "output_tokens", integer=True)
-    prompt, output, raised = raise_zero_lengths(prompt, output)
-    classes, names = None, ("default",)
-    if "request_class" in df.columns:
-        labels = df["request_class"].astype(str).str.strip().replace("", "default")
-        codes, uniques = pd.factorize(labels)
-        classes, names = codes, tuple(str(u) for u in uniques)
-    priority = numeric(path, df["priority"], "priority", integer=True, minimum=None) if "priority" in df else None
-    session = numeric(path, df["session_id"], "session_id", integer=True, minimum=-1) if "session_id" in df else None
-    hashes = _hashes(path, df["prefix_hashes"]) if "prefix_hashes" in df.columns else None
-    return Workload.from_columns(arrival, prompt, output, request_class=classes, class_names=names,
-                                 priority=priority, session_id=session, prefix_hashes=hashes,
-                                 hash_block_tokens=hash_block_tokens, source=f"generic:{path}",
+    table = _parquet(path) if path.suffix.lower() in (".parquet", ".pq") else None
+    cols = _typed_columns(path, table)
+    if cols is None:
+        cols = _text_columns(path, table)
+    prompt, output, raised = raise_zero_lengths(cols["prompt_tokens"], cols["output_tokens"])
+    classes, names = cols.get("request_class", (None, ("default",)))
+    hashes = _hashes(path, cols["prefix_hashes"]) if "prefix_hashes" in cols else None
+    return Workload.from_columns(cols["arrival_s"], prompt, output, request_class=classes, class_names=names,
+                                 priority=cols.get("priority"), session_id=cols.get("session_id"),
+                                 prefix_hashes=hashes, hash_block_tokens=hash_block_tokens,
+                                 source=f"generic:{path}",
                                  metadata={"format": "generic", "raised_zero_lengths": raised})
 
 

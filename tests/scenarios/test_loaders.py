@@ -137,6 +137,50 @@ def test_generic_sorts_rows(write):
     assert wl.arrival_s.tolist() == [1.0, 2.0] and wl.prompt_tokens.tolist() == [6, 5]
 
 
+GENERIC_ROWS = ("arrival_s,prompt_tokens,output_tokens,request_class,priority,session_id,prefix_hashes\n"
+                "0.30000000000000004,12,3, chat,1,7,5 6\n1e-3,7.0,1,,0,-1,\n2.5,0,4,code ,-2,7,5 6 9\n"
+                "2.5,9,0,default,0,3,1\n")
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_generic_typed_and_text_paths_read_a_well_formed_file_the_same(tmp_path, suffix):
+    """pyarrow's typed read (no pandas) is the path of a well-formed file; it gives what the text path gives."""
+    from scenarios.loaders import generic
+
+    path = tmp_path / "g.csv"
+    path.write_text(GENERIC_ROWS)
+    table = None
+    if suffix == ".parquet":
+        import pandas as pd
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        df = pd.read_csv(path, dtype={"request_class": str, "prefix_hashes": str}, keep_default_na=False)
+        pq.write_table(pa.Table.from_pandas(df, preserve_index=False), path := tmp_path / "g.parquet")
+        table = generic._parquet(path)
+    typed, text = generic._typed_columns(path, table), generic._text_columns(path, table)
+    assert typed is not None and typed.keys() == text.keys()
+    for name, value in text.items():
+        if name == "request_class":
+            assert typed[name][0].tolist() == value[0].tolist() and typed[name][1] == value[1] == ("chat", "default", "code")
+        elif name == "prefix_hashes":
+            assert typed[name] == value
+        else:
+            assert typed[name].dtype == value.dtype and np.array_equal(typed[name], value), name
+    wl = load_generic(path)
+    assert wl.prompt_tokens.tolist() == [7, 12, 1, 9] and wl.output_tokens.tolist() == [1, 3, 4, 1]
+
+
+@pytest.mark.parametrize("rows", ["1,,5\n", "1,5.5,5\n", "-1,5,5\n", "1,5\n", "1,5,5,9\n"])
+def test_generic_typed_path_leaves_what_is_not_plainly_well_formed_to_the_text_path(tmp_path, rows):
+    """Padding, empty or bad cells, ragged rows: the typed read steps aside, and the text path accepts the file as
+    pandas does or names the line and fix."""
+    from scenarios.loaders import generic
+
+    path = tmp_path / "g.csv"
+    path.write_text("arrival_s,prompt_tokens,output_tokens\n0,1,1\n" + rows)
+    assert generic._typed_columns(path, None) is None
+
+
 # -- BurstGPT (synthetic files of the documented schema) -----------------------------------------------------
 def test_burstgpt(write):
     p = write("b.csv", BURST_HEADER + "5,ChatGPT,100,20,120,Conversation log\n6,GPT-4,50,0,50,API log\n"
