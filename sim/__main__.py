@@ -17,7 +17,6 @@ from inferplan.interrupts import quiet_interrupts
 if __name__ == "__main__":  # (run as a program: Ctrl-C while the modules below import)
     quiet_interrupts("interrupted before the simulation ran; nothing written")
 
-import signal
 import traceback
 from pathlib import Path
 
@@ -34,7 +33,8 @@ from sim.api import RunInterrupted, run_composed
 from sim.config import RunConfig
 from sim.compose import compose_config
 from sim.report import print_summary
-from sim.results.schema import ERROR_LOG, FAILED, INTERRUPTED
+from sim.results.schema import ERROR_LOG, FAILED
+from sim.results.write import mark_interrupted
 
 
 def _sweep_variants(argv: list[str]) -> list[list[str]]:
@@ -72,9 +72,8 @@ def _run_task(cfg: DictConfig, run: RunConfig | None = None):
               file=sys.stderr)
         raise SystemExit(stop.exit_code) from None
     except KeyboardInterrupt as stop:
-        if hc.mode == RunMode.MULTIRUN:   # the sweep's table lists this job as interrupted, not failed
-            out_dir.mkdir(parents=True, exist_ok=True)
-            (out_dir / INTERRUPTED).write_text(f"{signal.Signals(signum_of(stop)).name} before the simulation ran\n")
+        if hc.mode == RunMode.MULTIRUN:
+            mark_interrupted(out_dir, signum_of(stop))
         print(f"interrupted before the simulation ran; nothing written in {out_dir}", file=sys.stderr)
         raise SystemExit(128 + signum_of(stop)) from None
     print_summary(summary, run_dir)

@@ -3,6 +3,7 @@ the summary, and the DONE marker written last."""
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +12,7 @@ import pyarrow.parquet as pq
 
 from sim.results.arrow_columns import arrow_column
 from sim.results.result import SimResult, nan_to_none
-from sim.results.schema import (DONE, POOL_TYPES, POOLS, REQUEST_TYPES, REQUESTS, SUMMARY, TIMESERIES,
+from sim.results.schema import (DONE, INTERRUPTED, POOL_TYPES, POOLS, REQUEST_TYPES, REQUESTS, SUMMARY, TIMESERIES,
                                 TIMESERIES_COUNTS)
 
 
@@ -74,6 +75,16 @@ def interval_p99(times: np.ndarray, values: np.ndarray, edges: np.ndarray) -> np
     keep = group < len(edges)
     out[group[keep]] = p99[keep]
     return out
+
+
+def mark_interrupted(job_dir: str | Path, signum: int) -> None:
+    """A sweep job that a signal stopped before its simulation ran: its folder says so (`INTERRUPTED`), so the
+    sweep's table lists it `interrupted`, not `failed`. Nothing is marked where the run had written its folder."""
+    job_dir = Path(job_dir)
+    if (job_dir / DONE).exists():
+        return
+    job_dir.mkdir(parents=True, exist_ok=True)
+    (job_dir / INTERRUPTED).write_text(f"{signal.Signals(signum).name} before the simulation ran\n")
 
 
 def write_run(result: SimResult, out_dir: str | Path) -> Path:

@@ -33,9 +33,10 @@ from typing import Any
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, run_job, setup_globals
 from hydra.types import HydraContext, TaskFunction
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict
 
-from inferplan.interrupts import SIGNALS, signum_of
+from inferplan.interrupts import SIGNALS, signals_raise, signum_of
+from sim.results.write import mark_interrupted
 
 log = logging.getLogger(__name__)
 
@@ -128,15 +129,23 @@ def _run_job(idx: int, overrides: list[str], composed: bytes | None) -> JobRetur
     if w.signum:
         return None
     try:
-        return run_job(hydra_context=w.hydra_context, task_function=w.task, config=sweep_config,
-                       job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
+        with signals_raise():   # (a signal while Hydra sets the job up stops it; the task installs its own)
+            return run_job(hydra_context=w.hydra_context, task_function=w.task, config=sweep_config,
+                           job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
     except SystemExit as stop:   # the task's exit after an interrupted run (partial results written)
         return Stopped(idx, stop.code if isinstance(stop.code, int) else 1)
-    except KeyboardInterrupt as stop:
+    except KeyboardInterrupt as stop:   # before the task ran, or around it
+        mark_interrupted(_job_dir(sweep_config), signum_of(stop))
         return Stopped(idx, 128 + signum_of(stop))
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
+
+
+def _job_dir(sweep_config: DictConfig) -> Path:
+    """The job's folder, as Hydra's `run_job` makes it (`hydra.sweep.dir` / `hydra.sweep.subdir`)."""
+    return Path(str(OmegaConf.select(sweep_config, "hydra.sweep.dir"))) / \
+        str(OmegaConf.select(sweep_config, "hydra.sweep.subdir"))
 
 
 class _KeptConfigs:

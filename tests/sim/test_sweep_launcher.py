@@ -97,8 +97,9 @@ def _children(pid: int) -> list[int]:
 
 def test_sigterm_keeps_finished_jobs_writes_partial_results_and_ends_the_workers(tmp_path):
     out = tmp_path / "s"
-    proc = subprocess.Popen([sys.executable, "-m", "sim", "-m", "scenario=smoke", "scenario.traffic.num_requests=20000",
-                             "metrics.progress=false", "scenario.pools.main.instances=1,2,3,4,5,6",
+    # A short first job beside long ones: when it is done, the other worker is mid-run (equal jobs could both end).
+    proc = subprocess.Popen([sys.executable, "-m", "sim", "-m", "scenario=smoke", "metrics.progress=false",
+                             "scenario.traffic.num_requests=2000,200000,200000,200000,200000,200000",
                              "hydra.launcher.workers=2", f"hydra.sweep.dir={out}"],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 240
