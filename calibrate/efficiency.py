@@ -209,8 +209,10 @@ class Generation:
     elementwise: ElementwiseForm | None = None
     nccl: NcclForm | None = None
 
-    def gemm_form(self, compute: str) -> GemmForm | None:
-        return self.gemm.get(compute) or self.gemm.get("bf16")
+    def gemm_form(self, compute: str, dtype: str = "") -> GemmForm | None:
+        """The form of a weight format that has its own (`int4_wo`: a weight-only kernel's memory efficiency),
+        else of its compute format, else bf16's."""
+        return self.gemm.get(dtype) or self.gemm.get(compute) or self.gemm.get("bf16")
 
 
 def _params(d: dict, key: str) -> dict:

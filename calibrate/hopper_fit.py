@@ -128,7 +128,7 @@ def grouped_rows(layout: str) -> list[dict]:
 
 
 # -- fits --------------------------------------------------------------------------------------------------------
-def fit_gemm(h800) -> dict:
+def fit_gemm(h800, h100=None) -> dict:
     peak8, peak16, bw = h800.peak_for("fp8"), h800.peak_for("bf16"), h800.mem_bandwidth_bytes_per_s
     r8 = gemm_rows("fp8")
     tr8, ho8 = split(r8, lambda r: r["flops"])
@@ -162,8 +162,51 @@ def fit_gemm(h800) -> dict:
         layouts[layout] = math.exp(thg[0])
         grouped[layout] = (rg, trg, hog)
     f8 = replace(f8, layout_eff=tuple(sorted(layouts.items())))
-    return {"fp8": (f8, r8, tr8, ho8, peak8), "bf16": (f16, r16, tr16, ho16, peak16), "grouped": grouped,
-            "bw": bw}
+    out = {"fp8": (f8, r8, tr8, ho8, peak8), "bf16": (f16, r16, tr16, ho16, peak16), "grouped": grouped, "bw": bw}
+    if h100 is not None:
+        wo = fit_weight_only(h100, f8, f16)
+        out["weight_only"] = wo
+        out["bf16"] = (wo["bf16"][0], r16, tr16, ho16, peak16)
+    return out
+
+
+# The memory-bound GEMMs of one weight shape (n = k = 8192) at m = 1, 2, 4 on an H100: cuBLAS in FP16 (torch) and
+# Marlin W4A16, the kernel vLLM and SGLang run for GPTQ/AWQ 4-bit weights (vLLM may pick Machete on Hopper; no
+# table times it: assumption, no faster at m <= 4). The three rows take the same time, so they fix one memory
+# efficiency per format and nothing else: m = 1 and 4 fitted, m = 2 held out (a stated split, as the paged decode).
+WEIGHT_ONLY_COLUMNS = (("bf16", "torch_w16a16_tflops"), ("int4_wo", "marlin_w4a16_tflops"))
+
+
+def weight_only_rows(fmt: str) -> list[dict]:
+    name = "h100_dense_n8192_k8192_humming_pr2.csv"
+    col = dict(WEIGHT_ONLY_COLUMNS)[fmt]
+    rows = []
+    for i, r in enumerate(read(name)):
+        m, n, k = int(r["m"]), int(r["n"]), int(r["k"])
+        flops, bytes_ = ops.gemm_work(m, n, k, fmt)
+        rows.append({"src": name, "row": i + 1, "m": m, "n": n, "k": k, "flops": flops, "bytes": bytes_,
+                     "t": flops / (float(r[col]) * 1e12), "groups": 1.0, "layout": "", "column": col})
+    return rows
+
+
+def fit_weight_only(h100, f8: GemmForm, f16: GemmForm) -> dict:
+    """Per format, (form, rows, train, held out, peak, bandwidth): the bf16 form's memory efficiency from cuBLAS,
+    and an `int4_wo` form (the bf16 one with Marlin's memory efficiency); the launch stays the fp8 fit's (one
+    weight shape cannot separate a launch from a bandwidth)."""
+    peak, bw = h100.peak_for("bf16"), h100.mem_bandwidth_bytes_per_s
+    out = {}
+    for fmt, _ in WEIGHT_ONLY_COLUMNS:
+        rows = weight_only_rows(fmt)
+        order = sorted(range(len(rows)), key=lambda i: rows[i]["m"])
+        tr, ho = [order[0], order[-1]], order[1:-1]
+
+        def form(th):
+            return replace(f16, memory_eff=1 / (1 + math.exp(-th[0])), launch_s=f8.launch_s)
+
+        th = _fit([rows[i] for i in tr], lambda th, r: form(th).time_s(r["m"], r["n"], r["k"], r["flops"], r["bytes"],
+                                                                      peak, bw), [0.5])
+        out[fmt] = (form(th), rows, tr, ho, peak, bw)
+    return out
 
 
 def fit_attention(h100_pcie, h100) -> dict:

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from calibrate import ops
-from calibrate.hopper_report import OUT_YAML, evaluate, evaluate_kfold, report_md
+from calibrate.hopper_report import FIXED_SPLITS, OUT_YAML, evaluate, evaluate_kfold, report_md
 from inferplan.specs import load_hardware
 from sim.core.cost.comm import Links
 from calibrate.efficiency import GemmForm, hardware_generation, load_generation
@@ -99,6 +99,23 @@ def test_pricer_uses_forms_floors_at_launch_and_keeps_profiles_first():
     assert p.gemm_s("gemm", "bf16", 8192, 8192, 8192, *big) != plain.gemm_s("gemm", "bf16", 8192, 8192, 8192, *big)
 
 
+def test_weight_only_gemm_is_priced_by_its_own_kernel_not_by_the_fp8_bandwidth():
+    """A W4A16 decode GEMM on Hopper: the pricer takes the int4_wo form (Marlin's memory efficiency), which meets
+    the held-out m = 2 row of the W4A16 table; the compute-format (bf16) form would price it 40% too fast."""
+    from calibrate.hopper_fit import weight_only_rows
+
+    hw = load_hardware("h100_sxm")
+    g = load_generation("hopper")
+    p = OpPricer(hw, {"gemm": 0.7}, 4e-6, generation=g)
+    row = next(r for r in weight_only_rows("int4_wo") if r["m"] == 2)  # held out by the fit
+    t = p.gemm_s("gemm", "int4_wo", 2, 8192, 8192, *ops.gemm_work(2, 8192, 8192, "int4_wo"))
+    assert t == pytest.approx(row["t"], rel=0.05)
+    as_bf16 = g.gemm["bf16"].time_s(2, 8192, 8192, *ops.gemm_work(2, 8192, 8192, "int4_wo"), hw.peak_for("bf16"),
+                                    hw.mem_bandwidth_bytes_per_s)
+    assert as_bf16 < 0.75 * row["t"]
+    assert g.gemm_form("bf16", "int4_wo") is g.gemm["int4_wo"] and g.gemm_form("fp8", "fp8_block") is g.gemm["fp8"]
+
+
 def _links(tp: int, ep: int = 1, hw: str = "h100_sxm"):
     return Links(load_hardware(hw), tp=tp, ep=ep, stage_devices=max(tp, ep), pp=1, link_efficiency=0.75, scale={},
                  generation=load_generation("hopper"))
@@ -168,7 +185,7 @@ def test_kfold_holds_every_interior_row_out_once_and_ships_fold_one(fitted):
     assert params == fitted[0]
     one = {(r["op"], r["table"]): r["n"] for r in fitted[1]}
     for r in lines:  # more rows than one fold's; the fixed-split tables once
-        fixed = r["op"].startswith(("attn_decode", "EP all-to-all"))
+        fixed = r["op"].startswith(FIXED_SPLITS)
         assert r["n"] == one[(r["op"], r["table"])] if fixed else r["n"] > one[(r["op"], r["table"])]
 
 

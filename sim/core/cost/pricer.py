@@ -70,7 +70,7 @@ class OpPricer:
         if g is not None and (profile is None or profile.curve(op, dtype) is None):
             compute = check_dtype(dtype)["compute"]
             if op in ("gemm", "moe_gemm"):
-                form = g.gemm_form(compute)
+                form = g.gemm_form(compute, dtype)
             elif op == "attn_prefill":
                 form = g.attn_prefill
             elif op == "attn_decode":
