@@ -37,6 +37,12 @@ def stopped_early(run_dir: Path) -> bool:
     return (Path(run_dir) / INTERRUPTED).is_file()
 
 
+def interrupted_overrides(run_dir: Path) -> list[str]:
+    """The overrides an INTERRUPTED marker records (the lines after its reason), for a job without `.hydra/`."""
+    path = Path(run_dir) / INTERRUPTED
+    return [line for line in path.read_text(errors="replace").splitlines()[1:] if line] if path.is_file() else []
+
+
 def _upgrade(data: dict, where: Path) -> dict:
     version = data.get("schema_version", 1)
     if version == SCHEMA_VERSION:

@@ -77,14 +77,17 @@ def interval_p99(times: np.ndarray, values: np.ndarray, edges: np.ndarray) -> np
     return out
 
 
-def mark_interrupted(job_dir: str | Path, signum: int) -> None:
+def mark_interrupted(job_dir: str | Path, signum: int, overrides: list[str] | None = None) -> None:
     """A sweep job that a signal stopped before its simulation ran: its folder says so (`INTERRUPTED`), so the
-    sweep's table lists it `interrupted`, not `failed`. Nothing is marked where the run had written its folder."""
+    sweep's table lists it `interrupted`, not `failed`. Nothing is marked where the run had written its folder.
+    The marker's first line is the reason; `overrides` (the job's, one per line after it) let the table list a
+    job stopped before Hydra wrote its `.hydra/` files."""
     job_dir = Path(job_dir)
     if (job_dir / DONE).exists():
         return
     job_dir.mkdir(parents=True, exist_ok=True)
-    (job_dir / INTERRUPTED).write_text(f"{signal.Signals(signum).name} before the simulation ran\n")
+    lines = [f"{signal.Signals(signum).name} before the simulation ran", *(overrides or [])]
+    (job_dir / INTERRUPTED).write_text("\n".join(lines) + "\n")
 
 
 def write_run(result: SimResult, out_dir: str | Path) -> Path:

@@ -135,7 +135,7 @@ def _run_job(idx: int, overrides: list[str], composed: bytes | None) -> JobRetur
     except SystemExit as stop:   # the task's exit after an interrupted run (partial results written)
         return Stopped(idx, stop.code if isinstance(stop.code, int) else 1)
     except KeyboardInterrupt as stop:   # before the task ran, or around it
-        mark_interrupted(_job_dir(sweep_config), signum_of(stop))
+        mark_interrupted(_job_dir(sweep_config), signum_of(stop), list(overrides))
         return Stopped(idx, 128 + signum_of(stop))
     finally:
         sys.stdout.flush()

@@ -17,7 +17,8 @@ import pyarrow.parquet as pq
 import yaml
 
 from sim.results.flat import flatten_summary
-from sim.results.read import failed_reason, stopped_early, try_summary
+from sim.results.read import failed_reason, interrupted_overrides, stopped_early, try_summary
+from sim.results.schema import INTERRUPTED
 
 SWEEP_FILE = "sweep.parquet"
 _FIRST = ("job", "run_dir", "status")
@@ -68,12 +69,16 @@ def _job_number(job_dir: Path, fallback: int) -> int:
 
 
 def rows_from_folder(sweep_dir: Path) -> list[dict]:
-    """The rows of every job folder under `sweep_dir` (a folder holding `.hydra/overrides.yaml`), by job number."""
+    """The rows of every job folder under `sweep_dir` (a folder holding `.hydra/overrides.yaml`, or a job a signal
+    stopped before Hydra set it up: its INTERRUPTED marker records the overrides), by job number."""
     sweep_dir = Path(sweep_dir)
-    job_dirs = sorted({p.parent.parent for p in sweep_dir.glob("**/.hydra/overrides.yaml")})
+    job_dirs = sorted({p.parent.parent for p in sweep_dir.glob("**/.hydra/overrides.yaml")}
+                      | {p.parent for p in sweep_dir.glob(f"**/{INTERRUPTED}")})
     rows = []
     for i, job_dir in enumerate(job_dirs):
-        overrides = yaml.safe_load((job_dir / ".hydra" / "overrides.yaml").read_text()) or []
+        hydra_overrides = job_dir / ".hydra" / "overrides.yaml"
+        overrides = (yaml.safe_load(hydra_overrides.read_text()) or [] if hydra_overrides.is_file()
+                     else interrupted_overrides(job_dir))
         rows.append(job_row(job_dir, sweep_dir, _job_number(job_dir, i), parse_overrides(overrides)))
     return sorted(rows, key=lambda r: r["job"])
 

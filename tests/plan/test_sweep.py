@@ -93,3 +93,19 @@ def test_a_job_stopped_before_its_simulation_ran_is_interrupted_not_failed(tmp_p
     assert [(r["status"], r["error"]) for r in rows] == [
         ("interrupted", "interrupted before the simulation ran"),
         ("failed", "no results (the job did not finish)")]
+
+
+def test_a_job_stopped_before_hydra_set_it_up_is_listed_with_its_overrides(tmp_path):
+    """A signal before Hydra wrote the job's `.hydra/` files: the marker alone (written by the launcher with the
+    job's overrides) puts the job in the table, `interrupted`, with the value it would have run."""
+    import signal
+
+    from sim.results.write import mark_interrupted
+    from sim.sweep.table import rows_from_folder
+
+    (tmp_path / "0" / ".hydra").mkdir(parents=True)
+    (tmp_path / "0" / ".hydra" / "overrides.yaml").write_text("- seed=0\n")
+    mark_interrupted(tmp_path / "1", signal.SIGTERM, ["seed=1"])
+    rows = rows_from_folder(tmp_path)
+    assert [(r["job"], r["status"], r["seed"]) for r in rows] == [(0, "failed", 0), (1, "interrupted", 1)]
+    assert rows[1]["error"] == "interrupted before the simulation ran"
