@@ -78,10 +78,9 @@ class AnalyticalModel:
         if g is None:
             return None
         peak, bw = hw.peak_for(ops.check_dtype(p.dtype)["compute"]), hw.mem_bandwidth_bytes_per_s
-        if p.op == "gemm" and g.gemm_form(ops.check_dtype(p.dtype)["compute"], p.dtype) is not None:
+        form = g.gemm_form(ops.check_dtype(p.dtype)["compute"], p.dtype) if p.op == "gemm" else None
+        if form is not None:
             s = _shape(p)
-            form = g.gemm_form(ops.check_dtype(p.dtype)["compute"], p.dtype)
-            assert form is not None
             return max(self.launch_s, form.time_s(s["m"], s["n"], s["k"], p.flops, p.bytes, peak, bw))
         if p.op == "attn_prefill" and g.attn_prefill is not None:
             from calibrate.ampere_fit import prefill_seq_share

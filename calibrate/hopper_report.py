@@ -154,14 +154,13 @@ def _params_yaml(g, a, ar, ep) -> dict:
                      "memory_eff": v(f.memory_eff, f"fit: {_rows(tr8, r8)}"),
                      "launch_s": v(f.launch_s, f"fit: {_rows(tr8, r8)}"),
                      "tile_m": 128, "tile_n": 128, "sms": 132}
-    wo = g["weight_only"]
-    fw, wrows, wtr, *_ = wo["bf16"]
-    gemm["bf16"]["memory_eff"] = v(fw.memory_eff, f"fit: {_rows(wtr, wrows)} ({wrows[0]['column']}, launch_s fixed)")
-    f4, rows4, tr4, *_ = wo["int4_wo"]
-    gemm["int4_wo"] = {**{k: dict(x) if isinstance(x, dict) else x for k, x in gemm["bf16"].items()}, "memory_eff": v(f4.memory_eff, f"fit: {_rows(tr4, rows4)} ({rows4[0]['column']}, "
-                                                                      "launch_s fixed)"),
-                       "compute_eff": {**gemm["bf16"]["compute_eff"], "basis": "as bf16 (no compute-bound W4A16 table: "
-                                                                               "assumption)"}}
+    memory = {}
+    for fmt, (f, rows, tr, *_) in g["weight_only"].items():
+        memory[fmt] = v(f.memory_eff, f"fit: {_rows(tr, rows)} ({rows[0]['column']}, launch_s fixed)")
+    gemm["bf16"]["memory_eff"] = memory["bf16"]
+    gemm["int4_wo"] = {k: dict(x) if isinstance(x, dict) else x for k, x in gemm["bf16"].items()}  # (no YAML aliases)
+    gemm["int4_wo"]["memory_eff"] = memory["int4_wo"]
+    gemm["int4_wo"]["compute_eff"]["basis"] = "as bf16 (no compute-bound W4A16 table: assumption)"
     gemm["fp8"]["layout_eff"] = {k: float(f"{x:.6g}") for k, x in f8.layout_eff}
     gemm["fp8"]["layout_eff_basis"] = f"fit (dense fp8 form fixed): {gtrain}"
     t2 = "fa3_paper_table2_pipelining_ablation_h100.csv row 1 (FlashAttention-3 full, fp16, s=8448)"
