@@ -28,6 +28,7 @@ from omegaconf import DictConfig
 
 from inferplan.errors import InputError, exit_on_input_error
 from inferplan.interrupts import signals_raise, signum_of
+from inferplan.process import finish
 from inferplan.specs import CONF_DIR
 from sim.api import RunInterrupted, run_composed
 from sim.config import RunConfig
@@ -105,39 +106,53 @@ _task = hydra.main(config_path=str(CONF_DIR), config_name="config", version_base
 
 
 def _single_run(argv: list[str]) -> None:
-    """A plain run (no flags): validated and run by one Hydra instance. `hydra.main` would compose the config
-    twice more with a fresh instance (once only to read `hydra.mode`), re-reading every config file (0.15-0.25 s
-    a composition here), and the task would validate again (about 0.2 s). `Hydra.run` is what `hydra.main` calls for a run, so the run folder, its `.hydra/` files, logging and
-    callbacks are the same."""
+    """A plain run (no flags): composed once, validated, then run as Hydra's job. `hydra.main` would compose the
+    config three times (once only to read `hydra.mode`, once more in `Hydra.run`), re-reading every config file
+    (0.15-0.25 s a composition here). This is `Hydra.run` after its composition (callbacks, `run_job`), so the run
+    folder, its `.hydra/` files and logging are the same; the folder is made only once the config is valid."""
     from hydra.core.global_hydra import GlobalHydra
+    from hydra._internal.callbacks import Callbacks
+    from hydra.core.utils import run_job
+    from hydra.types import HydraContext
 
-    from sim.compose import compose_initialized
+    from sim.compose import compose_run, task_config
     from sim.config import load_run_config
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None, job_name="__main__"):
-        with exit_on_input_error():
-            run = load_run_config(compose_initialized(argv))  # (refused here: no run folder is made)
-        GlobalHydra.instance().hydra.run(config_name="config", task_function=lambda cfg: _run_task(cfg, run),
-                                         overrides=[*argv, "hydra.mode=RUN"])  # (as hydra.main records it)
+        hy = GlobalHydra.instance().hydra
+        with exit_on_input_error():  # (refused here: no run folder is made)
+            cfg = compose_run(hy, [*argv, "hydra.mode=RUN"])  # (as hydra.main records it)
+            run = load_run_config(task_config(cfg))
+        callbacks = Callbacks(cfg)
+        callbacks.on_run_start(config=cfg, config_name="config")
+        ret = run_job(hydra_context=HydraContext(config_loader=hy.config_loader, callbacks=callbacks),
+                      task_function=lambda c: _run_task(c, run), config=cfg, job_dir_key="hydra.run.dir",
+                      job_subdir_key=None, configure_logging=True)
+        callbacks.on_run_end(config=cfg, config_name="config", job_return=ret)
+        _ = ret.return_value  # (re-raises what the job raised)
 
 
-def main() -> None:
+def main() -> bool:
+    """The CLI; True when it was a plain run (one simulation in this process: no launcher, no worker)."""
     argv = sys.argv[1:]
     flags = [a for a in argv if a.startswith("-")]
     try:
         with signals_raise():
             if not flags and not any(a.startswith(("hydra.mode", "+hydra.mode", "++hydra.mode")) for a in argv):
-                return _single_run(argv)
+                _single_run(argv)
+                return True
             if all(f in ("-m", "--multirun") for f in flags):
                 from sim.config import load_run_config
                 with exit_on_input_error():
                     for overrides in _sweep_variants([a for a in argv if not a.startswith("-")]):
                         load_run_config(compose_config(overrides))
             _task()
+            return False
     except KeyboardInterrupt as stop:  # before a run folder exists (composition, validation)
         print("interrupted before the simulation ran; nothing written", file=sys.stderr)
         raise SystemExit(128 + signum_of(stop)) from None
 
 
 if __name__ == "__main__":
-    main()
+    if main():
+        finish(0)  # (a plain run that ended normally: its files are written; skip freeing its objects one by one)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -38,3 +39,21 @@ def compose_initialized(overrides: list[str] | None = None, config_name: str = "
     OmegaConf.set_struct(cfg, False)
     cfg.pop("hydra", None)
     return cfg
+
+
+def compose_run(hydra, overrides: list[str], config_name: str = "config") -> DictConfig:
+    """The CLI's plain run composed once, as `Hydra.run` composes it (from the shell, logging configured), with
+    its `hydra` node: the caller validates `task_config` of it, then runs the job on it (`sim/__main__.py`)."""
+    try:
+        with unmasked_interrupts():
+            return hydra.compose_config(config_name=config_name, overrides=overrides, run_mode=RunMode.RUN,
+                                        with_log_configuration=True)
+    except (HydraException, OmegaConfBaseException, ValueError) as err:
+        raise explain_hydra_error(err, overrides) from None
+
+
+def task_config(cfg: DictConfig) -> DictConfig:
+    """A copy of a composed config without its `hydra` node (what the task sees), open to additions."""
+    task = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
+    OmegaConf.set_struct(task, False)
+    return task
