@@ -80,3 +80,25 @@ def test_only_zeros():
     sk.add(0.0, 4.0)
     sk.add(-3.0)
     assert sk.summary() == {"p50": 0.0, "p90": 0.0, "p99": 0.0, "mean": 0.0}
+
+
+def test_runs_of_equal_gaps_and_shared_buckets_identical_to_ddsketch():
+    """What the instance adds most: the same gap for every member of a run, then gaps that differ but fall in the
+    bucket before (their weight waits in the pending bucket), interleaved with reads (merge, quantile)."""
+    rng = random.Random(7)
+    ours, ref = ItlSketch(), ddsketch.DDSketch(relative_accuracy=0.01)
+    for block in range(300):
+        gap = rng.choice((0.021, 0.0211, 0.0212, 0.35, 0.0, 1.0, 2e-7))
+        for _ in range(rng.randint(1, 40)):
+            w = float(rng.choice((1, 1, 2, 64)))
+            ours.add(gap, w)
+            ref.add(gap, w)
+        if block % 50 == 0:  # a read in the middle settles the pending weight; later adds go on from there
+            assert ours.quantile_s(0.5) == float(ref.get_quantile_value(0.5))
+    _assert_same(ours, ref)
+    other, ref_other = ItlSketch(), ddsketch.DDSketch(relative_accuracy=0.01)
+    other.add(0.021, 5.0)
+    ref_other.add(0.021, 5.0)
+    ours.merge(other)  # (the other sketch's pending weight is settled before its buckets are read)
+    ref.merge(ref_other)
+    _assert_same(ours, ref)

@@ -5,8 +5,7 @@ decodes) and gets back a `StepCost` whose named parts sum to the total. Units: s
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import NamedTuple, Protocol
+from typing import Final, NamedTuple, Protocol
 
 PARTS: tuple[str, ...] = ("attention", "dense_gemm", "moe_gemm", "elementwise", "communication", "overhead")
 
@@ -36,18 +35,32 @@ class BatchShape(NamedTuple):
         return self.prefill_tokens + self.decode_seqs
 
 
-@dataclass(frozen=True, slots=True)
 class StepCost:
     """An iteration's time and its decomposition; `sum(parts.values()) == total_s` up to rounding. `parts` has
     the PARTS keys in PARTS order (the simulator accounts them as a vector).
 
     `hidden_s` is communication that ran under compute (two-micro-batch overlap): real work, but not part of the
     iteration's time, so it is not in `parts`.
+
+    A value: never changed once made (the step cache hands the same one to every instance of a pool). A plain
+    class rather than a frozen dataclass: one is made for most iterations a run prices, and a frozen dataclass's
+    generated `__init__` is interpreted Python (about 0.9 us) where this one is compiled with sim/core.
     """
 
-    total_s: float
-    parts: dict[str, float]
-    hidden_s: float = 0.0
+    __slots__ = ("total_s", "parts", "hidden_s")
+
+    def __init__(self, total_s: float, parts: dict[str, float], hidden_s: float = 0.0) -> None:
+        self.total_s: Final = total_s
+        self.parts: Final = parts
+        self.hidden_s: Final = hidden_s
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, StepCost):
+            return NotImplemented
+        return self.total_s == other.total_s and self.parts == other.parts and self.hidden_s == other.hidden_s
+
+    def __repr__(self) -> str:
+        return f"StepCost(total_s={self.total_s!r}, parts={self.parts!r}, hidden_s={self.hidden_s!r})"
 
 
 class CostModel(Protocol):

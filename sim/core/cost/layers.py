@@ -7,7 +7,6 @@ that may overlap compute (TP all-reduce, EP dispatch and combine) and the host f
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -39,12 +38,23 @@ class Work(NamedTuple):
     moe_tokens: float          # tokens routed by the whole EP group (all DP ranks) in this micro-batch
 
 
-@dataclass
+def work(fields: tuple) -> Work:
+    """A Work from its eight fields in order, without the named tuple's interpreted constructor (made for every
+    iteration priced in full)."""
+    return tuple.__new__(Work, fields)
+
+
 class LayerCost:
-    compute: dict              # part -> seconds (float, or array over decode steps for attention)
-    comm_s: float              # overlappable communication
-    fetch_s: float             # host fetches of cold experts (never overlapped)
-    launches: int
+    """One layer's priced parts (a plain class, compiled with sim/core: a dataclass's generated `__init__` would be
+    interpreted Python, and one is made for every layer priced)."""
+
+    __slots__ = ("compute", "comm_s", "fetch_s", "launches")
+
+    def __init__(self, compute: dict, comm_s: float, fetch_s: float, launches: int) -> None:
+        self.compute = compute     # part -> seconds (float, or array over decode steps for attention)
+        self.comm_s = comm_s       # overlappable communication
+        self.fetch_s = fetch_s     # host fetches of cold experts (never overlapped)
+        self.launches = launches
 
     def compute_s(self):
         return sum(self.compute[p] for p in COMPUTE_PARTS)

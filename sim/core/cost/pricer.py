@@ -37,6 +37,7 @@ class OpPricer:
         self._launch_s = float(launch_s)
         self._cache: dict[tuple[str, str], tuple[EfficiencyCurve, float, float]] = {}
         self._forms: dict[tuple[str, str], Any] = {}
+        self._peaks: dict[str, float] = {}  # dtype -> the datasheet peak of its compute format
         self.measured: set[tuple[str, str]] = set()
         self.analytical: set[tuple[str, str]] = set()
 
@@ -58,6 +59,13 @@ class OpPricer:
             self.analytical.add((op, dtype))
         self._cache[(op, dtype)] = entry
         return entry
+
+    def _peak(self, dtype: str) -> float:
+        """The datasheet peak FLOP/s for `dtype`'s compute format (kept: asked for every op priced by a form)."""
+        peak = self._peaks.get(dtype)
+        if peak is None:
+            peak = self._peaks[dtype] = self.hw.peak_for(check_dtype(dtype)["compute"])
+        return peak
 
     def _form(self, op: str, dtype: str) -> Any:
         """The generation's shape form for (op, dtype) when no profile curve covers it, else None."""
@@ -91,7 +99,7 @@ class OpPricer:
             return self.time_s(op, dtype, flops, bytes_)
         if flops <= 0.0 and bytes_ <= 0.0:
             return 0.0
-        peak = self.hw.peak_for(check_dtype(dtype)["compute"])
+        peak = self._peak(dtype)
         t = form.time_s(m, n, k, flops, bytes_, peak, self.hw.mem_bandwidth_bytes_per_s, groups, layout,
                         self.efficiency_scale.get(op, 1.0))
         return t if t >= self._launch_s else self._launch_s
@@ -104,7 +112,7 @@ class OpPricer:
             return self.time_s("attn_prefill", dtype, flops, bytes_)
         if flops <= 0.0 and bytes_ <= 0.0:
             return 0.0
-        t = form.time_s(flops, bytes_, seq, self.hw.peak_for(check_dtype(dtype)["compute"]),
+        t = form.time_s(flops, bytes_, seq, self._peak(dtype),
                         self.hw.mem_bandwidth_bytes_per_s, self.efficiency_scale.get("attn_prefill", 1.0), causal_share)
         return t if t >= self._launch_s else self._launch_s
 
@@ -140,7 +148,7 @@ class OpPricer:
         if op == "attn_decode" or op == "attn_mla_decode":
             form = self._form(op, dtype)
             if form is not None:
-                t = form.time_s(flops, bytes_, self.hw.peak_for(check_dtype(dtype)["compute"]),
+                t = form.time_s(flops, bytes_, self._peak(dtype),
                                 self.hw.mem_bandwidth_bytes_per_s, self.efficiency_scale.get(op, 1.0))
                 if isinstance(t, np.ndarray):
                     return np.maximum(t, self._launch_s)

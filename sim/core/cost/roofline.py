@@ -32,7 +32,7 @@ from sim.core.cost.base import PARTS, BatchShape, StepCost
 from sim.core.cost.comm import Links
 from sim.core.cost.deployment import Deployment, parse_deployment
 from sim.core.cost.host import HostOverhead, resolve_host
-from sim.core.cost.layers import COMPUTE_PARTS, LayerCost, LayerPricer, Work
+from sim.core.cost.layers import COMPUTE_PARTS, LayerCost, LayerPricer, Work, work
 from sim.core.cost.layout import build_layout
 from sim.core.cost.percontext import PerContext, larger, pick, smaller
 from sim.core.cost.pricer import OpPricer
@@ -133,16 +133,16 @@ class LayeredCostModel:
         rank_tokens = fp * b.prefill_tokens + fd * b.decode_seqs * q
         group = b.prefill_tokens + b.decode_seqs * q if self.dep.ep > 1 else rank_tokens
         g = 1.0 / split
-        main = Work(rank_tokens * g, fp * b.prefill_tokens * g, fp * b.prefill_q_ctx_sum * g,
-                    fp * b.prefill_q_sq_sum * g, fp * b.prefill_kv_tokens * g, fd * b.decode_seqs * g, q, group * g)
+        main = work((rank_tokens * g, fp * b.prefill_tokens * g, fp * b.prefill_q_ctx_sum * g,
+                     fp * b.prefill_q_sq_sum * g, fp * b.prefill_kv_tokens * g, fd * b.decode_seqs * g, q, group * g))
         drafts = []
         for i in range(self.draft_tokens):  # draft step i: one token per decoding sequence (+ the prompts, first)
             pf = fp * g if i == 0 else 0.0
             dec = fd * b.decode_seqs * g
             tokens = pf * b.prefill_tokens + dec
             grp = (b.prefill_tokens * (i == 0) + b.decode_seqs) * g if self.dep.ep > 1 else tokens
-            drafts.append((Work(tokens, pf * b.prefill_tokens, pf * b.prefill_q_ctx_sum, pf * b.prefill_q_sq_sum,
-                                pf * b.prefill_kv_tokens, dec, 1, grp), fs * b.sampled_seqs * g))
+            drafts.append((work((tokens, pf * b.prefill_tokens, pf * b.prefill_q_ctx_sum, pf * b.prefill_q_sq_sum,
+                                 pf * b.prefill_kv_tokens, dec, 1, grp)), fs * b.sampled_seqs * g))
         head_rows = (fs * b.sampled_seqs + fd * b.decode_seqs * (q - 1)) * g
         return main, drafts, fd * g, head_rows, rank_tokens
 

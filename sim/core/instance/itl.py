@@ -35,13 +35,23 @@ class ItlSketch:
         self.zero_count = 0.0
         self.count = 0.0
         self.sum_s = 0.0
+        # The bucket the latest gaps fell in, with their weight not yet in `bins` (`_settle` adds it): a run of
+        # deliveries mostly shares one gap, and a repeated gap needs neither the logarithm nor the dict. Weights
+        # are counts (whole numbers), so adding them up first gives `bins` the same floats.
+        self._gap_s = -1.0
+        self._key = 0
+        self._pending = 0.0
 
     def add(self, gap_s: float, weight: float = 1.0) -> None:
-        """Count `weight` (> 0) gaps of `gap_s` seconds (negative: 0)."""
+        """Count `weight` (a whole number > 0) gaps of `gap_s` seconds (negative: 0)."""
         if gap_s > _MIN_POSITIVE:
-            key = int(math.ceil(math.log(gap_s) / _LN2 * _MULTIPLIER))
-            bins = self.bins
-            bins[key] = bins.get(key, 0.0) + weight
+            if gap_s != self._gap_s:
+                key = int(math.ceil(math.log(gap_s) / _LN2 * _MULTIPLIER))
+                if key != self._key:
+                    self._settle()
+                    self._key = key
+                self._gap_s = gap_s
+            self._pending += weight
         else:
             if gap_s < 0.0:
                 gap_s = 0.0
@@ -49,10 +59,19 @@ class ItlSketch:
         self.count += weight
         self.sum_s += gap_s * weight
 
+    def _settle(self) -> None:
+        """Put the pending weight into its bucket."""
+        if self._pending:
+            bins, key = self.bins, self._key
+            bins[key] = bins.get(key, 0.0) + self._pending
+            self._pending = 0.0
+
     def merge(self, other: ItlSketch) -> None:
         """Add every gap counted by `other` (bucket by bucket, as DDSketch merges)."""
         if other.count == 0.0:
             return
+        self._settle()
+        other._settle()
         bins = self.bins
         for key, w in other.bins.items():
             bins[key] = bins.get(key, 0.0) + w
@@ -62,6 +81,7 @@ class ItlSketch:
 
     def quantile_s(self, q: float) -> float:
         """The gap at quantile q (0..1) of a non-empty sketch: the bucket holding rank q (count - 1)."""
+        self._settle()
         rank = q * (self.count - 1)
         if rank < self.zero_count:
             return 0.0
