@@ -24,7 +24,7 @@ decode context changes between its steps, and step_cost(b) is the same call with
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Final, NamedTuple
 import numpy as np
 
 from inferplan.specs import HardwareSpec, ModelSpec
@@ -37,6 +37,9 @@ from sim.core.cost.layout import build_layout
 from sim.core.cost.percontext import PerContext, larger, pick, smaller
 from sim.core.cost.pricer import OpPricer
 from sim.core.cost.tables import StepCache, StepTable
+
+
+_GPU_PARTS: Final = COMPUTE_PARTS + ("communication",)  # (the parts that are GPU time: all but the host overhead)
 
 
 class Composed(NamedTuple):
@@ -162,7 +165,7 @@ class LayeredCostModel:
 
     def _stage(self, st, dense: LayerCost | None, moe: LayerCost | None, draft: list, head_s: float, u: int):
         """(parts, hidden communication, launches) of one micro-batch slot of stage `st`."""
-        parts: dict[str, PerContext] = dict.fromkeys(COMPUTE_PARTS + ("communication",), 0.0)
+        parts: dict[str, PerContext] = dict.fromkeys(_GPU_PARTS, 0.0)
         comm_work, fetch, launches = 0.0, 0.0, 0
         layers: list[tuple[LayerCost, int, bool]] = []  # (layer, how many, takes the stage's fill)
         if st.dense_layers:
@@ -231,7 +234,7 @@ class LayeredCostModel:
         out = {k: slots * v for k, v in parts.items()}
         out["communication"] = out["communication"] + slots * send
         gpu: PerContext = 0.0
-        for k in COMPUTE_PARTS + ("communication",):
+        for k in _GPU_PARTS:
             gpu = gpu + out[k]
         out["overhead"] = self.host.seconds(slots * launches, gpu, rank_tokens)
         total: PerContext = 0.0

@@ -43,8 +43,12 @@ def decodes_after(batch: ScheduledBatch) -> ScheduledBatch:
     """The iteration after `batch` when every member decodes next (its prefills finish in `batch`): members with
     one token each, priced at the contexts they will have then (their requests are not advanced yet)."""
     n = len(batch.items)
-    ctx = sum(req.num_computed_tokens + k for req, k in batch.items) + n
-    return ScheduledBatch([(req, 1) for req, _ in batch.items], 0.0, _shape((0, 0, 0, 0, 0, n, ctx, n)))
+    ctx = n
+    items: list[tuple[SimRequest, int]] = []
+    for req, k in batch.items:
+        ctx += req.num_computed_tokens + k
+        items.append((req, 1))
+    return ScheduledBatch(items, 0.0, _shape((0, 0, 0, 0, 0, n, ctx, n)))
 
 
 def shape_of(items: list[tuple[SimRequest, int]]) -> BatchShape:

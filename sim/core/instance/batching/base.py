@@ -118,14 +118,19 @@ def steady_decode_steps(batch: ScheduledBatch, kv: BlockManager) -> int:
             if (req.num_computed_tokens + n != req.prompt_tokens + req.num_output_tokens
                     or req.prefix_hashes is not None or req.handoff):
                 return 0
-    steps = min(req.output_tokens - req.num_output_tokens for req, _ in items)
+    steps = -1
+    for req, _ in items:  # (plain loops: a generator expression is an object per call in compiled code)
+        left = req.output_tokens - req.num_output_tokens
+        if steps < 0 or left < steps:
+            steps = left
     if steps < 2:
         return 0
     free = kv.free_blocks
     while steps >= 2:
         # KV after `steps` iterations: each request holds its tokens after the first (c + n) plus steps - 1.
-        need = sum(kv._own_blocks_for(req.request_id, req.num_computed_tokens + n + steps - 1)
-                   - kv.held(req.request_id) for req, n in items)
+        need = 0
+        for req, n in items:
+            need += kv._own_blocks_for(req.request_id, req.num_computed_tokens + n + steps - 1) - kv.held(req.request_id)
         if need <= free:
             return steps
         steps //= 2
