@@ -2,6 +2,8 @@
 turning Hydra's multi-line errors into one-line `InputError`s that list the valid choices."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
 from hydra.types import RunMode
@@ -31,11 +33,7 @@ def compose_initialized(overrides: list[str] | None = None, config_name: str = "
     """`compose_config` inside an `initialize_config_dir` the caller holds (the CLI's single run composes with the
     same Hydra instance it then runs, so the config files are read and parsed once)."""
     overrides = list(overrides or [])
-    try:
-        with unmasked_interrupts():
-            cfg = compose(config_name=config_name, overrides=overrides)
-    except (HydraException, OmegaConfBaseException, ValueError) as err:
-        raise explain_hydra_error(err, overrides) from None
+    cfg = _translated(overrides, lambda: compose(config_name=config_name, overrides=overrides))
     OmegaConf.set_struct(cfg, False)
     cfg.pop("hydra", None)
     return cfg
@@ -44,10 +42,15 @@ def compose_initialized(overrides: list[str] | None = None, config_name: str = "
 def compose_run(hydra, overrides: list[str], config_name: str = "config") -> DictConfig:
     """The CLI's plain run composed once, as `Hydra.run` composes it (from the shell, logging configured), with
     its `hydra` node: the caller validates `task_config` of it, then runs the job on it (`sim/__main__.py`)."""
+    return _translated(overrides, lambda: hydra.compose_config(config_name=config_name, overrides=overrides,
+                                                                 run_mode=RunMode.RUN, with_log_configuration=True))
+
+
+def _translated(overrides: list[str], compose_fn: Callable[[], DictConfig]) -> DictConfig:
+    """`compose_fn()` with Ctrl-C live, Hydra's and OmegaConf's errors as one-line `InputError`s."""
     try:
         with unmasked_interrupts():
-            return hydra.compose_config(config_name=config_name, overrides=overrides, run_mode=RunMode.RUN,
-                                        with_log_configuration=True)
+            return compose_fn()
     except (HydraException, OmegaConfBaseException, ValueError) as err:
         raise explain_hydra_error(err, overrides) from None
 

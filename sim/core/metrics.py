@@ -70,25 +70,14 @@ class RequestRecorder:
         self.itl_max_s[i] = req.itl_max_s
         # (the columns start at their defaults: zero, False, no pool; only what differs is written)
         if req.cached_tokens:
-            col = self.cached_tokens
-            if col is None:
-                col = self.cached_tokens = _zeros("q", self.rows)
-            col[i] = req.cached_tokens
+            self.cached_tokens = _written(self.cached_tokens, "q", self.rows, i, req.cached_tokens)
         if req.preemptions:
-            col = self.preemptions
-            if col is None:
-                col = self.preemptions = _zeros("i", self.rows)
-            col[i] = req.preemptions
+            self.preemptions = _written(self.preemptions, "i", self.rows, i, req.preemptions)
         if req.fallback:
-            col = self.fallback
-            if col is None:
-                col = self.fallback = _zeros("b", self.rows)
-            col[i] = 1
+            self.fallback = _written(self.fallback, "b", self.rows, i, 1)
         if req.prefill_pool:
-            col = self.prefill_pool
-            if col is None:
-                col = self.prefill_pool = _zeros("h", self.rows)
-            col[i] = self._pool_index.get(req.prefill_pool, -1) + 1
+            self.prefill_pool = _written(self.prefill_pool, "h", self.rows, i,
+                                         self._pool_index.get(req.prefill_pool, -1) + 1)
 
     def _reject_reasons(self, n: int) -> Labels:
         """The reject_reason column: "" but for the rejected requests (no Python list of n items on the way)."""
@@ -147,8 +136,12 @@ def _numpy(values: array, n: int) -> np.ndarray:
     return view
 
 
-def _zeros(typecode: str, n: int) -> array:
-    return array(typecode, bytes(array(typecode).itemsize * n))
+def _written(values: array | None, typecode: str, n: int, i: int, value: int) -> array:
+    """A lazily allocated column (n zeros of `typecode` at its first write) with row i set to `value`."""
+    if values is None:
+        values = array(typecode, bytes(array(typecode).itemsize * n))
+    values[i] = value
+    return values
 
 
 def _numpy_or_zeros(values: array | None, typecode: str, n: int) -> np.ndarray:
