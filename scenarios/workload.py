@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+_MAX_TOKENS = np.iinfo(np.int32).max  # (token counts are stored as int32)
+
 
 @dataclass(frozen=True)
 class Request:
@@ -39,11 +41,13 @@ class Workload:
     """
 
     arrival_s: np.ndarray  # [R] float64, seconds from the start of the simulated window
-    prompt_tokens: np.ndarray  # [R] int64
-    output_tokens: np.ndarray  # [R] int64
+    prompt_tokens: np.ndarray  # [R] int32 (from_columns; 4 bytes a request fewer than int64 at millions of rows)
+    output_tokens: np.ndarray  # [R] int32
     request_class: np.ndarray  # [R] int16, index into class_names
     priority: np.ndarray  # [R] int16, higher is more urgent
     session_id: np.ndarray  # [R] int64, -1 when the request belongs to no session
+    # (from_columns stores a column left at its default as a read-only broadcast of the one value: copy before
+    # writing into it)
     class_names: tuple[str, ...] = ("default",)
     prefix_hashes: tuple[np.ndarray, ...] | None = None  # per request: int64 block hashes of its prompt
     hash_block_tokens: int = 512
@@ -69,20 +73,28 @@ class Workload:
         source: str = "synthetic",
         metadata: dict | None = None,
     ) -> "Workload":
-        """Build a workload from array-likes, filling optional columns with defaults; sorts by arrival (stable)."""
+        """Build a workload from array-likes, filling optional columns with defaults; sorts by arrival (stable).
+        Raises `ValueError` for a token count beyond int32."""
         arrival = np.asarray(arrival_s, dtype=np.float64)
         n = arrival.shape[0]
         order = np.argsort(arrival, kind="stable")
         def col(x, dtype, default):
-            a = np.full(n, default, dtype=dtype) if x is None else np.asarray(x, dtype=dtype)
-            return a[order]
+            if x is None:  # (one value for every row: a read-only view of it, no memory per request)
+                return np.broadcast_to(np.array(default, dtype=dtype), (n,))
+            return np.asarray(x, dtype=dtype)[order]
+
+        def tokens(x, name):
+            a = np.asarray(x)
+            if a.size and a.dtype.kind in "iuf" and a.max() > _MAX_TOKENS:
+                raise ValueError(f"{name} above {_MAX_TOKENS:,} tokens")
+            return a.astype(np.int32)[order]
         hashes = None
         if prefix_hashes is not None:
             hashes = tuple(np.asarray(prefix_hashes[i], dtype=np.int64) for i in order)
         wl = cls(
             arrival_s=arrival[order],
-            prompt_tokens=col(prompt_tokens, np.int64, 0),
-            output_tokens=col(output_tokens, np.int64, 0),
+            prompt_tokens=tokens(prompt_tokens, "prompt_tokens"),
+            output_tokens=tokens(output_tokens, "output_tokens"),
             request_class=col(request_class, np.int16, 0),
             priority=col(priority, np.int16, 0),
             session_id=col(session_id, np.int64, -1),

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import math
 from array import array
+from collections.abc import Mapping
+from typing import Any, Final
 
 import numpy as np
 
+from inferplan.columns import Columns, Derive
 from inferplan.labels import Labels
 from scenarios.workload import Workload
 from sim.core.fleet.billing import pool_usd
@@ -21,6 +24,7 @@ from sim.core.instance.request_state import SimRequest
 STATUS = ("completed", "rejected", "unfinished")
 _STATUS_INDEX = {s: i for i, s in enumerate(STATUS)}
 ROWS_PER_BLOCK = 4096  # sampled rows gathered before they move to the typed arrays
+_ROWS_PER_PASS: Final = 1 << 16  # request rows a derived column's temporaries cover at a time
 TS_COLUMNS = ("t_s", "arrivals", "completions", "queued", "running", "instances", "kv_utilization", "busy_fraction",
               "cost_usd", "overload_level")
 POOL_COLUMNS = ("t_s", "pool", "starting", "warm", "active", "draining", "queued", "running", "kv_utilization",
@@ -89,42 +93,64 @@ class RequestRecorder:
                 codes[i] = index[reason]
         return Labels(codes, names)
 
-    def columns(self) -> dict[str, np.ndarray | Labels]:
+    def columns(self) -> Columns:
         """The `requests.parquet` columns (see docs/results.md), for the requests that arrived: numbers as numpy
-        arrays, strings as `Labels` (codes into their few names, views of the recorder's arrays)."""
+        arrays, strings as `Labels` (codes into their few names), views of the recorder's arrays; request id,
+        TTFT, TPOT and end-to-end latency derived from them on each read (`inferplan/columns.py`: 32 bytes a
+        request not kept)."""
         wl, n = self.workload, self.arrived
-        arrival = wl.arrival_s[:n]
-        out_tok = wl.output_tokens[:n]
-        first, finish = _numpy(self.first_token_s, n), _numpy(self.finish_s, n)
-        # (in place: at 10 M requests each temporary column is 80 MB)
-        tpot = finish - first
-        gaps = np.subtract(out_tok, 1, dtype=np.float64)  # (the tokens after the first, as floats: exact)
-        np.maximum(gaps, 1.0, out=gaps)
-        np.divide(tpot, gaps, out=tpot)
-        del gaps
-        tpot[out_tok <= 1] = np.nan
         pool_names = ["", *self.pool_names]
-        return {
-            "request_id": np.arange(n, dtype=np.int64),
-            "arrival_s": arrival,
+        stored = {
+            "arrival_s": wl.arrival_s[:n],
             "prompt_tokens": wl.prompt_tokens[:n],
-            "output_tokens": out_tok,
+            "output_tokens": wl.output_tokens[:n],
             "cached_tokens": _numpy_or_zeros(self.cached_tokens, "q", n),
             "request_class": Labels(wl.request_class[:n], wl.class_names),
             "pool": Labels(_numpy(self.pool, n), pool_names),
             "instance": _numpy(self.instance, n),
             "status": Labels(_numpy(self.status, n), STATUS),
             "reject_reason": self._reject_reasons(n),
-            "first_token_s": first,
-            "finish_s": finish,
-            "ttft_s": first - arrival,
-            "tpot_s": tpot,
-            "e2e_s": finish - arrival,
+            "first_token_s": _numpy(self.first_token_s, n),
+            "finish_s": _numpy(self.finish_s, n),
             "itl_max_s": _numpy(self.itl_max_s, n),
             "preemptions": _numpy_or_zeros(self.preemptions, "i", n),
             "fallback": _numpy_or_zeros(self.fallback, "b", n).view(np.bool_),  # (0/1 bytes: a view)
             "prefill_pool": Labels(_numpy_or_zeros(self.prefill_pool, "h", n), pool_names),
         }
+        return Columns(stored, DERIVED, REQUEST_COLUMNS)
+
+
+def _request_id(c: Mapping[str, Any], lo: int) -> Any:
+    """Row numbers: the workload's request index."""
+    return np.arange(lo, lo + len(c["arrival_s"]), dtype=np.int64)
+
+
+def _ttft_s(c: Mapping[str, Any], lo: int) -> Any:
+    return c["first_token_s"] - c["arrival_s"]
+
+
+def _e2e_s(c: Mapping[str, Any], lo: int) -> Any:
+    return c["finish_s"] - c["arrival_s"]
+
+
+def _tpot_s(c: Mapping[str, Any], lo: int) -> Any:
+    """(finish - first token) / (output tokens - 1); NaN for one token. In place: no temporaries beside it."""
+    out_tok = c["output_tokens"]
+    tpot = c["finish_s"] - c["first_token_s"]
+    for lo in range(0, len(tpot), _ROWS_PER_PASS):  # (the divisors a slice at a time: no 8 bytes a row beside it)
+        gaps = np.subtract(out_tok[lo:lo + _ROWS_PER_PASS], 1, dtype=np.float64)  # (tokens after the first: exact)
+        np.maximum(gaps, 1.0, out=gaps)
+        part = tpot[lo:lo + _ROWS_PER_PASS]
+        np.divide(part, gaps, out=part)
+    tpot[out_tok <= 1] = np.nan
+    return tpot
+
+
+# The request table's columns in file order (sim/results/schema.py REQUEST_TYPES), and those derived on reading.
+REQUEST_COLUMNS = ("request_id", "arrival_s", "prompt_tokens", "output_tokens", "cached_tokens", "request_class",
+                   "pool", "instance", "status", "reject_reason", "first_token_s", "finish_s", "ttft_s", "tpot_s",
+                   "e2e_s", "itl_max_s", "preemptions", "fallback", "prefill_pool")
+DERIVED: dict[str, Derive] = {"request_id": _request_id, "ttft_s": _ttft_s, "tpot_s": _tpot_s, "e2e_s": _e2e_s}
 
 
 def _numpy(values: array, n: int) -> np.ndarray:
@@ -152,13 +178,19 @@ def _numpy_or_zeros(values: array | None, typecode: str, n: int) -> np.ndarray:
     return _numpy(values, n)
 
 
-def percentiles(values: np.ndarray) -> dict[str, float]:
-    """p50/p90/p99/mean of the finite values (NaN when there are none)."""
-    v = values[np.isfinite(values)]
+def percentiles(values: np.ndarray, mask: np.ndarray | None = None) -> dict[str, float]:
+    """p50/p90/p99/mean of the finite values (of those where `mask` is true): one copy of them, partitioned in
+    place (the mean is taken first, in the values' order)."""
+    ok = np.isfinite(values)
+    if mask is not None:
+        ok &= mask
+    v = values[ok]
+    del ok
     if v.size == 0:
         return {"p50": math.nan, "p90": math.nan, "p99": math.nan, "mean": math.nan}
-    p50, p90, p99 = np.percentile(v, [50, 90, 99])
-    return {"p50": float(p50), "p90": float(p90), "p99": float(p99), "mean": float(v.mean())}
+    mean = float(v.mean())
+    p50, p90, p99 = np.percentile(v, [50, 90, 99], overwrite_input=True)
+    return {"p50": float(p50), "p90": float(p90), "p99": float(p99), "mean": mean}
 
 
 class Sampler:

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
+from inferplan.columns import Columns
 from inferplan.interrupts import StopFlag, stop_requested
-from inferplan.labels import Labels
 from scenarios.workload import Workload
 from sim.core.cluster import Cluster
 from sim.config import RunConfig
@@ -27,7 +27,7 @@ class RunOutcome:
     invariant verdicts, and the signal that stopped the run early (0: it ran to its end)."""
 
     cluster: Cluster
-    requests: dict[str, np.ndarray | Labels]  # strings as Labels (inferplan/labels.py)
+    requests: Columns  # numbers as numpy arrays, strings as Labels (inferplan/columns.py, inferplan/labels.py)
     timeseries_columns: dict  # TS_COLUMNS -> values per sampling interval
     pool_columns: dict        # POOL_COLUMNS -> values per (interval, pool)
     end_s: float
@@ -36,7 +36,7 @@ class RunOutcome:
     interrupted_by: int = 0
 
 
-def check_invariants(cols: dict, cluster: Cluster, arrived: int) -> dict[str, str]:
+def check_invariants(cols: Columns, cluster: Cluster, arrived: int) -> dict[str, str]:
     """The named invariants checked at the end of every run (see docs/architecture.md)."""
     out = {}
     status = cols["status"]

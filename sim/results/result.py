@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -13,7 +14,7 @@ from inferplan.labels import Labels
 class SimResult:
     """Everything a run writes: request columns, time-series rows, per-pool rows and the summary dict."""
 
-    requests: dict[str, np.ndarray | Labels]  # strings as Labels (inferplan/labels.py)
+    requests: Mapping[str, np.ndarray | Labels]  # strings as Labels; a run's are inferplan/columns.py Columns
     timeseries_columns: dict  # TS_COLUMNS -> values per sampling interval
     pool_columns: dict        # POOL_COLUMNS -> values per (interval, pool)
     summary: dict

@@ -63,7 +63,7 @@ def summarize(run: RunConfig, cluster, cols: dict, duration_s: float, sampler_pe
         sel = classes == name
         sd = sel & done
         c_ttft, c_tpot = slo.for_class(name)
-        p_ttft, p_tpot = percentiles(cols["ttft_s"][sd]), percentiles(cols["tpot_s"][sd])
+        p_ttft, p_tpot = percentiles(ttft_s, sd), percentiles(tpot_s, sd)
         served_c = float(sd.sum()) / float(sel.sum())
         per_class[name] = {"requests": int(sel.sum()), "completed": int(sd.sum()),
                            "ttft_s": p_ttft, "tpot_s": p_tpot, "ttft_p99_s_target": c_ttft, "tpot_p99_s_target": c_tpot,
@@ -71,7 +71,8 @@ def summarize(run: RunConfig, cluster, cols: dict, duration_s: float, sampler_pe
                            "met": {"ttft_p99": _verdict(p_ttft["p99"], c_ttft), "tpot_p99": _verdict(p_tpot["p99"], c_tpot),
                                    "served_fraction": bool(served_c >= slo.served_fraction)}}
     rev = revenue_usd(cols, run.scenario.price_sheet)
-    ttft, tpot, e2e = (percentiles(cols[k][done]) for k in ("ttft_s", "tpot_s", "e2e_s"))
+    ttft, tpot, e2e = percentiles(ttft_s, done), percentiles(tpot_s, done), percentiles(cols["e2e_s"], done)
+    del ttft_s, tpot_s  # (derived columns, 8 bytes a request each: not kept through the review)
     served = float(done.sum()) / n if n else None
     pools = {}
     kinds = set()

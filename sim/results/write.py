@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from inferplan.columns import rows_of
 from sim.results.arrow_columns import arrow_column
 from sim.results.result import SimResult, nan_to_none
 from sim.results.schema import (DONE, INTERRUPTED, POOL_TYPES, POOLS, REQUEST_TYPES, REQUESTS, SUMMARY, TIMESERIES,
@@ -29,32 +30,49 @@ def write_requests(cols: dict, path: Path, rows_per_group: int = ROWS_PER_GROUP)
     """`requests.parquet` one row group at a time: each group's Arrow arrays are built from slices of the numpy
     columns and freed once written, so no Arrow copy of the whole table (its string columns as utf8 buffers) exists
     beside the columns. The bytes are those `pq.write_table` gives for the whole table with the same
-    `row_group_size` (tests/sim/test_write_requests.py)."""
-    n = len(cols["request_id"])
+    `row_group_size` (tests/sim/test_write_requests.py). Derived columns (`inferplan/columns.py`) are computed a
+    group at a time too."""
+    n = len(cols["status"])
     schema = pa.schema(list(REQUEST_TYPES.items()))
     with pq.ParquetWriter(path, schema, **_OPTIONS) as writer:
         for lo in range(0, n, rows_per_group) if n else [0]:  # (no rows: one empty table, as write_table writes)
-            group = {k: cols[k][lo:lo + rows_per_group] for k in REQUEST_TYPES}
+            group = rows_of(cols, lo, lo + rows_per_group)
             writer.write_table(pa.table({k: arrow_column(group[k], t) for k, t in REQUEST_TYPES.items()},
                                         schema=schema), row_group_size=rows_per_group)
 
 
-def interval_p99(times: np.ndarray, values: np.ndarray, edges: np.ndarray) -> np.ndarray:
+def interval_p99(times: np.ndarray, values: np.ndarray, edges: np.ndarray, rows_per_chunk: int = 1 << 20) -> np.ndarray:
     """P99 of `values` grouped by which interval (edges[i-1], edges[i]] their `times` fall in.
 
     Every group at once: one sort by (interval, value), then numpy's default ("linear") percentile read off each
     group's order statistics with numpy's own arithmetic (virtual index (n - 1) q, q = 99 / 100, the same two-sided
     interpolation), so each value equals `np.percentile(group, 99)` (tests/sim/test_interval_p99.py); a call per
-    interval cost seconds on long runs."""
-    out = np.full(len(edges), np.nan)
-    ok = np.isfinite(times)
-    ok &= np.isfinite(values)
-    if not ok.any():
+    interval cost seconds on long runs. The sort runs over spans of whole intervals of about `rows_per_chunk` rows
+    each (a group's values are the same however the intervals are spanned): its index arrays, 33 bytes a row,
+    exist for one span at a time, not for every request of a 10-million-request run."""
+    m = len(edges)
+    out = np.full(m, np.nan)
+    n = len(times)
+    idx = np.empty(n, dtype=np.int32)  # each row's interval; m: none (a non-finite time or value, or after the end)
+    for lo in range(0, n, rows_per_chunk):
+        t, v = times[lo:lo + rows_per_chunk], values[lo:lo + rows_per_chunk]
+        ix = np.searchsorted(edges, t, side="left")
+        ix[~(np.isfinite(t) & np.isfinite(v))] = m
+        idx[lo:lo + rows_per_chunk] = ix
+    cum = np.cumsum(np.bincount(idx, minlength=m + 1)[:m])
+    if not len(cum) or cum[-1] == 0:
         return out
-    # (over every request of a run: int32 interval indices, and each copy dropped as soon as it is replaced)
-    idx = np.searchsorted(edges, times[ok], side="left").astype(np.int32)
-    vals = np.asarray(values, dtype=np.float64)[ok]
-    del ok
+    cuts = np.unique(np.searchsorted(cum, np.arange(rows_per_chunk, int(cum[-1]), rows_per_chunk), side="left") + 1)
+    bounds = [0, *(int(c) for c in cuts if 0 < c < m), m]
+    for ga, gb in zip(bounds[:-1], bounds[1:]):
+        rows = np.flatnonzero((idx >= ga) & (idx < gb))
+        if len(rows):
+            _group_p99(idx[rows], np.asarray(values[rows], dtype=np.float64), out)
+    return out
+
+
+def _group_p99(idx: np.ndarray, vals: np.ndarray, out: np.ndarray) -> None:
+    """Into out[g]: the P99 of the values of group g, for the groups in `idx` (one per value)."""
     order = np.lexsort((vals, idx))
     idx = idx[order]
     vals = vals[order]
@@ -70,11 +88,7 @@ def interval_p99(times: np.ndarray, values: np.ndarray, edges: np.ndarray) -> np
     gamma = virtual - np.where(above, -1.0, prev)
     a, b = vals[lo], vals[hi]
     diff = b - a
-    p99 = np.where(gamma >= 0.5, b - diff * (1 - gamma), a + diff * gamma)
-    group = idx[starts]
-    keep = group < len(edges)
-    out[group[keep]] = p99[keep]
-    return out
+    out[idx[starts]] = np.where(gamma >= 0.5, b - diff * (1 - gamma), a + diff * gamma)
 
 
 def mark_interrupted(job_dir: str | Path, signum: int, overrides: list[str] | None = None) -> None:

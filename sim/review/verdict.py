@@ -35,7 +35,7 @@ def _cell(cols: dict, sel: np.ndarray, targets: dict, served_target: float) -> l
     n = int(sel.sum())
     out = []
     for slo, key in (("ttft_p99", "ttft_s"), ("tpot_p99", "tpot_s")):
-        p99 = percentiles(cols[key][done])["p99"]
+        p99 = percentiles(cols[key], done)["p99"]
         out.append({"slo": slo, "target": targets[slo], "achieved": p99, "requests": n,
                     "status": _status(p99, targets[slo], False)})
     served = float(done.sum()) / n if n else math.nan

@@ -1,4 +1,5 @@
-"""`interval_p99` (all intervals at once) equals `np.percentile(group, 99)` per interval, float for float."""
+"""`interval_p99` (all intervals at once, in spans of whole intervals) equals `np.percentile(group, 99)` per
+interval, float for float, however the rows are spanned."""
 from __future__ import annotations
 
 import numpy as np
@@ -19,8 +20,9 @@ def _reference(times, values, edges):
     return out
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2, 3])
-def test_equals_percentile_per_interval(seed):
+@pytest.mark.parametrize("seed, rows_per_chunk", [(0, 1 << 20), (1, 1 << 20), (2, 1 << 20), (3, 1 << 20),
+                                                  (0, 1), (1, 7), (2, 100), (3, 999)])
+def test_equals_percentile_per_interval(seed, rows_per_chunk):
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 3000))
     times = rng.uniform(0, 120, n)
@@ -29,7 +31,8 @@ def test_equals_percentile_per_interval(seed):
     values[rng.random(n) < 0.03] = np.nan
     values[: n // 10] = np.round(values[: n // 10], 2)  # ties
     edges = np.arange(1.0, 100.0 + 1)            # values after the last edge are dropped
-    np.testing.assert_array_equal(interval_p99(times, values, edges), _reference(times, values, edges))
+    np.testing.assert_array_equal(interval_p99(times, values, edges, rows_per_chunk),
+                                  _reference(times, values, edges))
 
 
 def test_sparse_groups_of_one_and_two():

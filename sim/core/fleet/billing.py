@@ -9,6 +9,8 @@ million output tokens, the way providers report their serving economics.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -56,7 +58,7 @@ def pool_bill(pool, end_s: float, granularity_s: float) -> dict:
             "energy_kwh": energy_kwh}
 
 
-def revenue_usd(cols: dict, price_sheet: dict | None) -> dict | None:
+def revenue_usd(cols: Mapping[str, Any], price_sheet: dict | None) -> dict | None:
     """Revenue of the completed requests under a price sheet; None without one."""
     if not price_sheet:
         return None
