@@ -24,6 +24,21 @@ def _all_met(verdicts: list) -> bool | None:
     return None if not verdicts or any(v is None for v in verdicts) else True
 
 
+def _within(values: np.ndarray, classes, class_names: list[str], target, no_value_ok: bool) -> np.ndarray:
+    """Per request: its value is within its class's `target(class)` (a non-finite value counts as within when
+    `no_value_ok`: a TPOT of a one-token answer). Class by class against scalars, in boolean masks (no
+    per-request target arrays)."""
+    out = np.zeros(len(values), dtype=bool)
+    for name in class_names:
+        with np.errstate(invalid="ignore"):
+            ok = values <= target(name)
+        if no_value_ok:
+            ok |= ~np.isfinite(values)
+        ok &= classes == name
+        out |= ok
+    return out
+
+
 def _itl(cluster) -> dict:
     """ITL p50/p90/p99/mean over every instance's sketch (merged in pool and index order)."""
     total = ItlSketch()
@@ -47,32 +62,34 @@ def summarize(run: RunConfig, cluster, cols: dict, duration_s: float, sampler_pe
     slo = run.slo
     classes = cols["request_class"]
     class_names = sorted(classes.distinct())
-    ttft_s, tpot_s = cols["ttft_s"], cols["tpot_s"]
-    good = np.zeros(n, dtype=bool)  # completed within its class's TTFT and TPOT targets (no TPOT: one token)
-    for name in class_names:  # (class by class against scalars, in boolean masks: no per-request target arrays)
-        c_ttft, c_tpot = slo.for_class(name)
-        with np.errstate(invalid="ignore"):
-            ok = tpot_s <= c_tpot
-            ok |= ~np.isfinite(tpot_s)
-            ok &= ttft_s <= c_ttft
-        ok &= done
-        ok &= classes == name
-        good |= ok
+    # One derived latency column at a time (`inferplan/columns.py`: each is 8 bytes a request, made on reading):
+    # its percentiles by class and overall, and which requests are within their class's target.
+    ttft_s = cols["ttft_s"]
+    good = _within(ttft_s, classes, class_names, lambda name: slo.for_class(name)[0], no_value_ok=False)
+    p_ttft = {name: percentiles(ttft_s, (classes == name) & done) for name in class_names}
+    ttft = percentiles(ttft_s, done)
+    del ttft_s
+    tpot_s = cols["tpot_s"]
+    good &= _within(tpot_s, classes, class_names, lambda name: slo.for_class(name)[1], no_value_ok=True)
+    p_tpot = {name: percentiles(tpot_s, (classes == name) & done) for name in class_names}
+    tpot = percentiles(tpot_s, done)
+    del tpot_s
+    good &= done  # completed within its class's TTFT and TPOT targets (no TPOT: one token)
+    e2e = percentiles(cols["e2e_s"], done)
     per_class = {}
     for name in class_names:
         sel = classes == name
         sd = sel & done
         c_ttft, c_tpot = slo.for_class(name)
-        p_ttft, p_tpot = percentiles(ttft_s, sd), percentiles(tpot_s, sd)
         served_c = float(sd.sum()) / float(sel.sum())
         per_class[name] = {"requests": int(sel.sum()), "completed": int(sd.sum()),
-                           "ttft_s": p_ttft, "tpot_s": p_tpot, "ttft_p99_s_target": c_ttft, "tpot_p99_s_target": c_tpot,
+                           "ttft_s": p_ttft[name], "tpot_s": p_tpot[name], "ttft_p99_s_target": c_ttft,
+                           "tpot_p99_s_target": c_tpot,
                            "attainment": float((good & sel).sum()) / float(sel.sum()), "served": served_c,
-                           "met": {"ttft_p99": _verdict(p_ttft["p99"], c_ttft), "tpot_p99": _verdict(p_tpot["p99"], c_tpot),
+                           "met": {"ttft_p99": _verdict(p_ttft[name]["p99"], c_ttft),
+                                   "tpot_p99": _verdict(p_tpot[name]["p99"], c_tpot),
                                    "served_fraction": bool(served_c >= slo.served_fraction)}}
     rev = revenue_usd(cols, run.scenario.price_sheet)
-    ttft, tpot, e2e = percentiles(ttft_s, done), percentiles(tpot_s, done), percentiles(cols["e2e_s"], done)
-    del ttft_s, tpot_s  # (derived columns, 8 bytes a request each: not kept through the review)
     served = float(done.sum()) / n if n else None
     pools = {}
     kinds = set()

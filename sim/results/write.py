@@ -112,13 +112,15 @@ def write_run(result: SimResult, out_dir: str | Path) -> Path:
     if done.exists():
         done.unlink()
     cols = result.requests
-    write_requests(cols, out / REQUESTS)
+    # (the interval P99s before the request table: their temporaries and the writer's Arrow buffers, which its
+    # memory pool keeps for reuse, are then not resident at once)
     ts = {k: np.asarray(v, dtype=np.float64) for k, v in result.timeseries_columns.items()}
     for k in TIMESERIES_COUNTS:
         ts[k] = ts[k].astype(np.int64)
     edges = ts["t_s"]
     ts["ttft_p99_s"] = interval_p99(cols["first_token_s"], cols["ttft_s"], edges)
     ts["tpot_p99_s"] = interval_p99(cols["finish_s"], cols["tpot_s"], edges)
+    write_requests(cols, out / REQUESTS)
     _write(pa.table({k: arrow_column(v, pa.int64() if k in TIMESERIES_COUNTS else pa.float64())
                      for k, v in ts.items()}), out / TIMESERIES)
     pc = result.pool_columns

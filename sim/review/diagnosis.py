@@ -97,20 +97,26 @@ def _finding(row: dict, ev: RunEvidence) -> dict:
     sel = (cols["request_class"] == cls) & (cols["pool"] == pool)
     t_key, v_key = _TIME_KEY[slo]
     done = cols["status"] == "completed"
+    values = None if v_key is None else cols[v_key]  # (read once: latencies are derived on each read)
     if v_key is None:
         stat = bin_stat(cols["arrival_s"][sel], done[sel].astype(np.float64), width, ev.duration_s, p99=False)
     else:
-        stat = bin_stat(cols[t_key][sel & done], cols[v_key][sel & done], width, ev.duration_s, p99=True)
+        stat = bin_stat(cols[t_key][sel & done], values[sel & done], width, ev.duration_s, p99=True)
     a, b, worst = _window(stat, row["target"], width, lower_is_worse=v_key is None)
     with np.errstate(invalid="ignore"):
         in_win = sel & (cols[t_key] > a) & (cols[t_key] <= b)
-        slow = in_win & ~done if v_key is None else in_win & done & (cols[v_key] > row["target"])
+        slow = in_win & ~done if v_key is None else in_win & done & (values > row["target"])
     e = _evidence(ev, cls, pool, a, b, in_win, slow)
     e = {"achieved_in_window": _r(worst, 4), "target": row["target"], "achieved_over_run": _r(row["achieved"], 4),
          **e}
     cause = _cause(ev, slo, cls, pool, e)
     return {"slo": slo, "class": cls, "pool": pool, "window_s": [a, b], "cause": cause,
             "severity": _r(badness(row), 3), "evidence": e, "try": _try(ev, cause, cls, pool, e)}
+
+
+def _finite(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """The finite values where `mask` holds (the column read once)."""
+    return values[mask & np.isfinite(values)]
 
 
 def _evidence(ev: RunEvidence, cls: str, pool: str, a: float, b: float, in_win: np.ndarray,
@@ -143,7 +149,7 @@ def _evidence(ev: RunEvidence, cls: str, pool: str, a: float, b: float, in_win: 
                   "busy_fraction_mean": _r(_mean(s["busy_fraction"][w]), 3)})
         # Little's law on the pool's sampled queue: mean wait = mean queue / arrival rate.
         wait = queued_mean / rate_win if rate_win > 0 and queued_mean == queued_mean else math.nan
-        ttft = _mean(cols["ttft_s"][in_win & np.isfinite(cols["ttft_s"])])
+        ttft = _mean(_finite(cols["ttft_s"], in_win))
         e["queueing_s_estimate"] = _r(wait, 4)
         # Requests still queued when the window closes have no TTFT yet, so the estimate can exceed the mean TTFT
         # of those that got one: the share is capped at 1 (all of it queueing) and the cap is said.
@@ -151,9 +157,9 @@ def _evidence(ev: RunEvidence, cls: str, pool: str, a: float, b: float, in_win: 
         e["queueing_share_of_ttft"] = _r(min(share, 1.0) if share == share else share, 3)
         if share == share and share > 1.0:
             e["queueing_share_capped"] = True
-    tpot = cols["tpot_s"][in_win & np.isfinite(cols["tpot_s"])]
+    tpot = _finite(cols["tpot_s"], in_win)
     e["tpot_p50_s_in_window"] = _r(float(np.percentile(tpot, 50)) if tpot.size else math.nan, 4)
-    itl = cols["itl_max_s"][in_win & np.isfinite(cols["itl_max_s"])]
+    itl = _finite(cols["itl_max_s"], in_win)
     e["itl_max_p99_s_in_window"] = _r(float(np.percentile(itl, 99)) if itl.size else math.nan, 4)
     e["preemptions_in_window"] = int(cols["preemptions"][on_pool & (arr > a) & (arr <= b)].sum())
     e["preempted_share_of_slow"] = _r(float((cols["preemptions"][slow] > 0).mean()) if n_slow else 0.0, 3)
