@@ -165,4 +165,10 @@ def trace_traffic(r: ConfigReader, kind: str) -> Plan:
     fmt = r.string("format", choices=list(LOADERS))
     path = resolve_path(r.string("path"), file=r.file, field=r.path("path"))
     options = _TRACE_OPTIONS[fmt](r)
-    return lambda streams: load_trace(fmt, path, **options)
+
+    def make(streams: Streams) -> Workload:
+        try:
+            return load_trace(fmt, path, **options)
+        except ValueError as err:  # (a broken Workload guarantee, e.g. a token count beyond int32)
+            raise r.error("path", f"{path}: {err}", "fix or drop those rows of the trace") from None
+    return make

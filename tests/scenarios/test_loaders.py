@@ -319,3 +319,19 @@ def test_servegen_dataset_fills_empty_windows_from_nearest(write):
     pool = load_servegen_pool(folder)
     prompt, output = ServeGenLengths(pool).sample(Streams(0), np.array([10.0, 30_000.0]))
     assert prompt.tolist() == [100, 100] and output.tolist() == [7, 7]
+
+
+def test_token_count_beyond_int32_is_a_one_line_input_error(tmp_path):
+    """Token counts are stored as int32 (scenarios/workload.py): a larger one is refused, not wrapped, and a trace
+    holding one names the trace's path field and the fix."""
+    with pytest.raises(ValueError, match="prompt_tokens above 2,147,483,647 tokens"):
+        Workload.from_columns([0.0], [3_000_000_000], [5])
+    from scenarios.config_reader import ConfigReader
+    from scenarios.generators import trace_traffic
+    path = tmp_path / "big.csv"
+    path.write_text("arrival_s,prompt_tokens,output_tokens\n0,3000000000,5\n")
+    plan = trace_traffic(ConfigReader({"format": "generic", "path": str(path)}, file="t.yaml", where="traffic"),
+                         "trace")
+    with pytest.raises(InputError, match=r"traffic\.path: .*big\.csv: prompt_tokens above 2,147,483,647 tokens "
+                                         r"\(fix: fix or drop those rows of the trace\)"):
+        plan(Streams(0))
