@@ -9,15 +9,22 @@ from scenarios.workload import Workload
 from sim.core.instance.kv_cache import BlockManager, SharedKVTier
 from sim.simulate import simulate
 
-from tests.sim.helpers import run_config
+from tests.sim.helpers import Requests, run_config
+
+R = Requests()  # the requests of the block managers' calls, by id: fresh for each test
+
+
+@pytest.fixture(autouse=True)
+def _fresh_requests():
+    R.clear()
 
 
 def _prefill(kv: BlockManager, rid: int, hashes: list[int], tokens: int) -> tuple[int, float]:
     """One request through the prefix cache as an instance runs it: match, allocate, publish, finish."""
-    got = kv.match_prefix(rid, hashes, tokens)
-    assert kv.grow(rid, tokens)
-    kv.publish(rid, hashes, tokens)
-    kv.free(rid)
+    got = kv.match_prefix(R[rid], hashes, tokens)
+    assert kv.grow(R[rid], tokens)
+    kv.publish(R[rid], hashes, tokens)
+    kv.free(R[rid])
     return got
 
 
@@ -33,13 +40,13 @@ def test_a_prefix_written_by_one_instance_is_hit_on_another_with_the_load_time()
     assert _prefill(a, 1, [10, 11], 1100) == (0, 0.0)
     assert list(tier._lru) == [10, 11] and tier.writes == 2
     assert b.cached_prefix_entries([10, 11]) == 0  # not on B's device ...
-    cached, load_s = b.match_prefix(2, [10, 11, 12], 1600)
+    cached, load_s = b.match_prefix(R[2], [10, 11, 12], 1600)
     # ... but in the shared tier: 2 entries x 512 tokens x 1,000 B / 1 GB/s = 1.024 ms of loading.
     assert cached == 1024 and load_s == pytest.approx(2 * 512 * 1000 / 1e9)
     assert b.tier2_hits_tokens == 1024 and b.hits_tokens == 1024
     assert list(tier._lru) == [10, 11]  # the shared tier keeps its copy
     # Back on A, the entries are still on the device: a hit with nothing to load.
-    assert a.match_prefix(3, [10, 11], 1100) == (1024, 0.0)
+    assert a.match_prefix(R[3], [10, 11], 1100) == (1024, 0.0)
     assert a.tier2_hits_tokens == 0
 
 
@@ -49,7 +56,7 @@ def test_without_the_shared_tier_another_instance_misses():
     b = BlockManager(8, 512, prefix_caching=True, hash_block_tokens=512, kv_bytes_per_token=1000.0,
                      tier2_capacity_bytes=1e12, tier2_bandwidth_bytes_per_s=1e9)
     _prefill(a, 1, [10, 11], 1100)
-    assert b.match_prefix(2, [10, 11, 12], 1600) == (0, 0.0)
+    assert b.match_prefix(R[2], [10, 11, 12], 1600) == (0, 0.0)
 
 
 def test_capacity_evicts_the_least_recently_used_entry():
@@ -60,12 +67,12 @@ def test_capacity_evicts_the_least_recently_used_entry():
     _prefill(a, 2, [2], 512)
     _prefill(b, 3, [3], 512)
     assert list(tier._lru) == [1, 2, 3]
-    b.match_prefix(4, [1], 600)  # B reads 1 from the tier: 1 is now the most recently used
-    b.free(4)
+    b.match_prefix(R[4], [1], 600)  # B reads 1 from the tier: 1 is now the most recently used
+    b.free(R[4])
     assert list(tier._lru) == [2, 3, 1]
     _prefill(b, 5, [4], 512)  # a fourth entry: 2, the least recently used, goes
     assert list(tier._lru) == [3, 1, 4] and tier.evictions == 1
-    assert b.match_prefix(6, [2], 600) == (0, 0.0)  # on neither B's device nor the tier
+    assert b.match_prefix(R[6], [2], 600) == (0, 0.0)  # on neither B's device nor the tier
 
 
 def test_a_device_hit_refreshes_the_entry_in_the_shared_tier():
@@ -73,8 +80,8 @@ def test_a_device_hit_refreshes_the_entry_in_the_shared_tier():
     a = _unit(tier)
     _prefill(a, 1, [1], 512)
     _prefill(a, 2, [2], 512)
-    a.match_prefix(3, [1], 600)  # on A's device; the tier sees the use too
-    a.free(3)
+    a.match_prefix(R[3], [1], 600)  # on A's device; the tier sees the use too
+    a.free(R[3])
     assert list(tier._lru) == [2, 1]
 
 

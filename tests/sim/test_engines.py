@@ -85,7 +85,7 @@ def test_cuda_graph_padding_prices_the_next_captured_size():
     for i in range(3):
         r = SimRequest(i, 0.0, 4, 5)
         r.num_computed_tokens, r.num_output_tokens = 4, 1
-        kv.grow(i, 5)
+        kv.grow(r, 5)
         reqs.append(r)
     b = pol._batch([(r, 1) for r in reqs])
     assert (b.shape.decode_seqs, b.shape.decode_ctx_sum, b.shape.sampled_seqs) == (4, 3 * 5 + 1, 3)

@@ -8,7 +8,14 @@ from scenarios.workload import Workload
 from sim.core.instance.kv_cache import BlockManager
 from sim.simulate import simulate
 
-from tests.sim.helpers import run_config
+from tests.sim.helpers import Requests, run_config
+
+R = Requests()  # the requests of the block managers' calls, by id: fresh for each test
+
+
+@pytest.fixture(autouse=True)
+def _fresh_requests():
+    R.clear()
 
 # 1 ms per iteration plus 0.1 ms per computed token: prefill time is visible in TTFT.
 COST = ["cost=constant", "cost.step_time_s=0.001", "cost.per_token_s=0.0001", "scenario.frontend_overhead_s=0",
@@ -45,27 +52,27 @@ def test_lru_eviction_and_second_tier_load_cost():
     kv = BlockManager(4, 512, prefix_caching=True, hash_block_tokens=512, kv_bytes_per_token=1000.0,
                       tier2_capacity_bytes=1e12, tier2_bandwidth_bytes_per_s=1e9)
     for rid, h in enumerate([10, 11, 12, 13]):
-        assert kv.match_prefix(rid, [h], 512) == (0, 0.0)
-        assert kv.grow(rid, 512)  # its one block becomes the cache entry on publish
-        kv.publish(rid, [h], 512)
-        kv.free(rid)
+        assert kv.match_prefix(R[rid], [h], 512) == (0, 0.0)
+        assert kv.grow(R[rid], 512)  # its one block becomes the cache entry on publish
+        kv.publish(R[rid], [h], 512)
+        kv.free(R[rid])
         assert kv.used_blocks <= kv.num_blocks
     assert kv.cached_entries == 4 and kv.used_blocks == 4
     # A request needing 2 own blocks evicts the two least recently used entries (10, 11) to tier 2.
-    assert kv.grow(99, 1000)
+    assert kv.grow(R[99], 1000)
     assert kv.cached_prefix_entries([12]) == 1 and kv.cached_prefix_entries([10]) == 0
-    kv.free(99)
+    kv.free(R[99])
     # Hash 10 now comes back from tier 2: 512 tokens x 1000 B / 1 GB/s = 0.512 ms of loading.
-    cached, load_s = kv.match_prefix(7, [10], 600)
+    cached, load_s = kv.match_prefix(R[7], [10], 600)
     assert cached == 512 and load_s == pytest.approx(512 * 1000 / 1e9)
     assert kv.tier2_hits_tokens == 512
 
 
 def test_failed_allocation_changes_nothing():
     kv = BlockManager(3, 16)
-    assert kv.grow(1, 40)  # 3 blocks
-    assert not kv.grow(2, 1)
-    assert kv.used_blocks == 3 and kv.held(2) == 0
+    assert kv.grow(R[1], 40)  # 3 blocks
+    assert not kv.grow(R[2], 1)
+    assert kv.used_blocks == 3 and kv.held(R[2]) == 0
 
 
 def test_reload_from_a_full_second_tier_keeps_the_entry():
@@ -77,12 +84,12 @@ def test_reload_from_a_full_second_tier_keeps_the_entry():
     kv = BlockManager(2, 1, prefix_caching=True, hash_block_tokens=1, kv_bytes_per_token=1.0,
                       tier2_capacity_bytes=1.0, tier2_bandwidth_bytes_per_s=1.0)
     for rid, h in enumerate([[1], [2], [3]]):
-        kv.match_prefix(rid, h, 2)
-        kv.grow(rid, 2)
-        kv.publish(rid, h, 2)
-        kv.free(rid)
-    assert kv.grow(10, 1)
-    cached, load_s = kv.match_prefix(11, [2], 2)
+        kv.match_prefix(R[rid], h, 2)
+        kv.grow(R[rid], 2)
+        kv.publish(R[rid], h, 2)
+        kv.free(R[rid])
+    assert kv.grow(R[10], 1)
+    cached, load_s = kv.match_prefix(R[11], [2], 2)
     assert (cached, load_s) == (1, 1.0)  # 1 token of 1 B over 1 B/s
     assert kv.used_blocks == kv.num_blocks == 2
     assert kv.cached_prefix_entries([2]) == 1 and kv.cached_prefix_entries([3]) == 0
@@ -97,22 +104,22 @@ def test_second_tier_hit_without_device_room_leaves_the_tier_as_it_was():
     kv = BlockManager(3, 1, prefix_caching=True, hash_block_tokens=1, kv_bytes_per_token=1.0,
                       tier2_capacity_bytes=10.0, tier2_bandwidth_bytes_per_s=1.0)
     for rid, h in enumerate([[1], [2], [3]]):
-        kv.match_prefix(rid, h, 2)
-        assert kv.grow(rid, 2)
-        kv.publish(rid, h, 2)
-        kv.free(rid)
+        kv.match_prefix(R[rid], h, 2)
+        assert kv.grow(R[rid], 2)
+        kv.publish(R[rid], h, 2)
+        kv.free(R[rid])
     assert list(kv._tier2) == [1]
-    assert kv.grow(10, 3)
+    assert kv.grow(R[10], 3)
     assert list(kv._tier2) == [1, 2, 3] and kv.used_blocks == 3
-    assert kv.match_prefix(11, [2], 2) == (0, 0.0)
+    assert kv.match_prefix(R[11], [2], 2) == (0, 0.0)
     assert list(kv._tier2) == [1, 2, 3] and kv.used_blocks == 3 and kv.tier2_hits_tokens == 0
 
 
 def test_active_utilization_ignores_evictable_entries():
     kv = BlockManager(4, 512, prefix_caching=True, hash_block_tokens=512)
-    kv.match_prefix(1, [9], 512)
-    kv.grow(1, 512)
-    kv.publish(1, [9], 512)
+    kv.match_prefix(R[1], [9], 512)
+    kv.grow(R[1], 512)
+    kv.publish(R[1], [9], 512)
     assert kv.utilization == kv.active_utilization == 0.25
-    kv.free(1)  # the entry stays cached but nobody holds it
+    kv.free(R[1])  # the entry stays cached but nobody holds it
     assert kv.utilization == 0.25 and kv.active_utilization == 0.0

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from sim.core.instance.request_state import SimRequest
+
 
 class SharedKVTier:
     """A second KV tier shared by every instance of a pool: prefix entries (one hash block each) in LRU order,
@@ -69,18 +71,12 @@ class BlockManager:
         self.block_size_tokens = block_size_tokens
         self.used_blocks = 0
         self.peak_used_blocks = 0
-        self._held: dict[int, int] = {}
-        # request -> KV tokens its blocks cover (own blocks x block size + tokens of referenced prefix entries):
-        # `grow`'s test for the common decode step, one lookup (kept by `_cover_again` wherever either changes)
-        self._covered: dict[int, int] = {}
         # Prefix cache: hash -> reference count, in LRU order (oldest first).
         self.prefix_caching = prefix_caching
         self.hash_block_tokens = hash_block_tokens
         self.blocks_per_entry = -(-hash_block_tokens // block_size_tokens)
         self._entries: dict[int, int] = {}
         self._free_entries: OrderedDict[int, None] = OrderedDict()  # unreferenced entries, least recently used first
-        self._refs: dict[int, list[int]] = {}  # request -> hashes it references
-        self._shared_tokens: dict[int, int] = {}  # request -> tokens covered by referenced entries
         self.kv_bytes_per_token = kv_bytes_per_token
         self.tier2_capacity_entries = int(tier2_capacity_bytes // max(1.0, kv_bytes_per_token * hash_block_tokens)) \
             if tier2_capacity_bytes > 0 and kv_bytes_per_token > 0 and shared_tier is None else 0
@@ -110,15 +106,25 @@ class BlockManager:
         as load (routers and autoscalers read this one)."""
         return (self.used_blocks - len(self._free_entries) * self.blocks_per_entry) / self.num_blocks
 
-    def held(self, request_id: int) -> int:
-        return self._held.get(request_id, 0)
+    def held(self, req: SimRequest) -> int:
+        """Own blocks `req` holds here."""
+        return req.kv_held_blocks if req.kv_owner is self else 0
 
     @property
     def _unreferenced(self) -> int:
         return len(self._free_entries)
 
-    def _own_blocks_for(self, request_id: int, tokens: int) -> int:
-        return self.blocks_for(max(0, tokens - self._shared_tokens.get(request_id, 0)))
+    def _own_blocks_for(self, req: SimRequest, tokens: int) -> int:
+        shared = req.kv_shared_tokens if req.kv_owner is self else 0
+        return self.blocks_for(max(0, tokens - shared))
+
+    def _hold(self, req: SimRequest) -> None:
+        """Make this manager the holder of `req`'s KV state (it holds nothing here yet, or already is)."""
+        if req.kv_owner is not self:
+            assert req.kv_owner is None, "a request's KV is held by one block manager at a time"
+            req.kv_owner = self
+            req.kv_held_blocks = req.kv_covered_tokens = req.kv_shared_tokens = 0
+            req.kv_refs = None
 
     def _release_entry(self, h: int) -> None:
         self._entries[h] -= 1
@@ -156,44 +162,49 @@ class BlockManager:
         if self.used_blocks > self.peak_used_blocks:
             self.peak_used_blocks = self.used_blocks
 
-    def can_grow(self, request_id: int, tokens: int) -> bool:
-        need = self._own_blocks_for(request_id, tokens) - self._held.get(request_id, 0)
+    def can_grow(self, req: SimRequest, tokens: int) -> bool:
+        need = self._own_blocks_for(req, tokens) - self.held(req)
         return self._room_possible(need)
 
-    def grow(self, request_id: int, tokens: int) -> bool:
+    def grow(self, req: SimRequest, tokens: int) -> bool:
         """Make the request hold enough own blocks for `tokens` tokens of KV (beyond its shared prefix);
         False, and no change, if they cannot be found even after evicting unreferenced prefix entries."""
-        if self._covered.get(request_id, 0) >= tokens:
+        if req.kv_owner is self and req.kv_covered_tokens >= tokens:
             return True  # fast path: the blocks it holds already cover `tokens` (the common decode step)
-        held = self._held.get(request_id, 0)
-        need = self._own_blocks_for(request_id, tokens) - held
+        held = self.held(req)
+        need = self._own_blocks_for(req, tokens) - held
         if need <= 0:
             return True
         if not self._make_room(need):
             return False
-        self._held[request_id] = held + need
-        self._cover_again(request_id)
+        self._hold(req)
+        req.kv_held_blocks = held + need
+        self._cover_again(req)
         self._take(need)
         return True
 
-    def _cover_again(self, request_id: int) -> None:
-        self._covered[request_id] = (self._held.get(request_id, 0) * self.block_size_tokens
-                                     + self._shared_tokens.get(request_id, 0))
+    def _cover_again(self, req: SimRequest) -> None:
+        """The KV tokens `req`'s own blocks and referenced entries cover (`grow`'s one-read test), after either changed."""
+        req.kv_covered_tokens = req.kv_held_blocks * self.block_size_tokens + req.kv_shared_tokens
 
-    def free(self, request_id: int) -> None:
-        """Release the request's own blocks and its references to prefix entries."""
-        self.used_blocks -= self._held.pop(request_id, 0)
-        self._covered.pop(request_id, None)
-        for h in self._refs.pop(request_id, ()):
-            if h in self._entries:
-                self._release_entry(h)
-        self._shared_tokens.pop(request_id, None)
+    def free(self, req: SimRequest) -> None:
+        """Release the request's own blocks and its references to prefix entries (nothing when it holds none here)."""
+        if req.kv_owner is not self:
+            return
+        self.used_blocks -= req.kv_held_blocks
+        refs = req.kv_refs
+        if refs is not None:
+            for h in refs:
+                if h in self._entries:
+                    self._release_entry(h)
+        req.kv_owner, req.kv_refs = None, None
+        req.kv_held_blocks = req.kv_covered_tokens = req.kv_shared_tokens = 0
 
     # -- prefix cache -----------------------------------------------------------------------------------------
-    def match_prefix(self, request_id: int, hashes, prompt_tokens: int) -> tuple[int, float]:
+    def match_prefix(self, req: SimRequest, hashes, prompt_tokens: int) -> tuple[int, float]:
         """Reference the longest cached prefix of `hashes`; returns (tokens whose prefill is skipped, seconds to
         load second-tier entries). At least one prompt token is always computed (its logits start decoding).
-        Call `free(request_id)` to undo when the request is not admitted after all."""
+        Call `free(req)` to undo when the request is not admitted after all."""
         if not self.prefix_caching or hashes is None or len(hashes) == 0:
             return 0, 0.0
         full = min(len(hashes), prompt_tokens // self.hash_block_tokens)
@@ -224,10 +235,11 @@ class BlockManager:
             refs.append(h)
         if not refs:
             return 0, 0.0
-        self._refs[request_id] = refs
+        self._hold(req)
+        req.kv_refs = refs
         shared = len(refs) * self.hash_block_tokens
-        self._shared_tokens[request_id] = shared
-        self._cover_again(request_id)
+        req.kv_shared_tokens = shared
+        self._cover_again(req)
         self.hits_tokens += shared
         self.tier2_hits_tokens += loaded * self.hash_block_tokens
         load_s = 0.0
@@ -235,26 +247,29 @@ class BlockManager:
             load_s = loaded * self.hash_block_tokens * self.kv_bytes_per_token / self.tier2_bandwidth_bytes_per_s
         return min(shared, prompt_tokens - 1), load_s
 
-    def publish(self, request_id: int, hashes, prompt_tokens: int) -> None:
+    def publish(self, req: SimRequest, hashes, prompt_tokens: int) -> None:
         """After a prefill: the request's full prompt hash blocks beyond its matched prefix become cache entries
         (their blocks move from the request to the cache; the request keeps a reference until it ends)."""
         if not self.prefix_caching or hashes is None:
             return
-        refs = self._refs.setdefault(request_id, [])
+        self._hold(req)
+        refs = req.kv_refs
+        if refs is None:
+            refs = req.kv_refs = []
         full = min(len(hashes), prompt_tokens // self.hash_block_tokens)
         start = len(refs)
         for h in hashes[start:full]:
             h = int(h)
-            own = self._held.get(request_id, 0)
+            own = req.kv_held_blocks
             if h in self._entries or own < self.blocks_per_entry:
                 break  # NOTE: a concurrent duplicate keeps its own copy; the prefix chain stops at the first gap
-            self._held[request_id] = own - self.blocks_per_entry
+            req.kv_held_blocks = own - self.blocks_per_entry
             self._entries[h] = 1
             refs.append(h)
-            self._shared_tokens[request_id] = self._shared_tokens.get(request_id, 0) + self.hash_block_tokens
+            req.kv_shared_tokens += self.hash_block_tokens
             if self.shared_tier is not None:
                 self.shared_tier.put(h)  # written through to the pool's shared tier
-        self._cover_again(request_id)
+        self._cover_again(req)
 
     def cached_prefix_entries(self, hashes) -> int:
         """How many leading entries of `hashes` are cached on the device (for routing; no side effects)."""

@@ -14,7 +14,8 @@ class SimRequest:
     __slots__ = ("request_id", "arrival_s", "prompt_tokens", "output_tokens", "request_class", "priority",
                  "prefix_hashes", "num_computed_tokens", "num_output_tokens", "cached_tokens", "first_token_s",
                  "finish_s", "status", "reject_reason", "pool", "instance", "preemptions", "enqueued_s", "next_pool",
-                 "fallback", "prefill_pool", "delivered_tokens", "last_token_s", "itl_max_s")
+                 "fallback", "prefill_pool", "delivered_tokens", "last_token_s", "itl_max_s", "kv_owner",
+                 "kv_held_blocks", "kv_covered_tokens", "kv_shared_tokens", "kv_refs")
 
     def __init__(self, request_id: int, arrival_s: float, prompt_tokens: int, output_tokens: int,
                  request_class: int = 0, priority: int = 0, prefix_hashes=None) -> None:
@@ -42,6 +43,13 @@ class SimRequest:
         self.delivered_tokens = 0  # output tokens sent to the client so far (ITL: one gap per delivery)
         self.last_token_s = math.nan   # when the last delivery was sent
         self.itl_max_s = math.nan      # the longest gap between consecutive deliveries
+        # Its KV in the one block manager that holds it (`kv_owner`; None: none), kept by that manager
+        # (`sim.core.instance.kv_cache`): on the request, so that the common decode step's test is an attribute read.
+        self.kv_owner: object | None = None
+        self.kv_held_blocks = 0     # own blocks
+        self.kv_covered_tokens = 0  # KV tokens its own blocks and referenced prefix entries cover
+        self.kv_shared_tokens = 0   # tokens of the prefix entries it references
+        self.kv_refs: list[int] | None = None  # hashes of the prefix entries it references
 
     @property
     def handoff(self) -> bool:

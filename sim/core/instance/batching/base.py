@@ -54,7 +54,7 @@ def complete(req: SimRequest, now: float, kv: BlockManager) -> None:
     """The request emitted its last token at `now`: it is done and its KV is released."""
     req.finish_s = now
     req.status = "completed"
-    kv.free(req.request_id)
+    kv.free(req)
 
 
 def advance(batch: ScheduledBatch, now: float, kv: BlockManager, running: list[SimRequest]) -> list[SimRequest]:
@@ -64,7 +64,7 @@ def advance(batch: ScheduledBatch, now: float, kv: BlockManager, running: list[S
     for req, n in batch.items:  # (runs once per request per iteration: locals instead of repeated lookups)
         c, prompt = req.num_computed_tokens, req.prompt_tokens
         if c < prompt <= c + n:
-            kv.publish(req.request_id, req.prefix_hashes, prompt)
+            kv.publish(req, req.prefix_hashes, prompt)
         c += n
         req.num_computed_tokens = c
         if c == prompt + req.num_output_tokens:  # caught up with its known tokens
@@ -77,7 +77,7 @@ def advance(batch: ScheduledBatch, now: float, kv: BlockManager, running: list[S
             elif out == 1 and req.handoff:
                 # Disaggregated prefill: the request leaves this instance after its first token; its KV moves
                 # to a decode pool (the cluster prices the transfer), so the blocks here are released.
-                kv.free(req.request_id)
+                kv.free(req)
                 finished.append(req)
     if finished:
         done = {r.request_id for r in finished}
@@ -87,17 +87,17 @@ def advance(batch: ScheduledBatch, now: float, kv: BlockManager, running: list[S
 
 def match_prefix(kv: BlockManager, req: SimRequest) -> float:
     """On (re)admission of a request with nothing computed: skip the cached part of its prompt. Returns the
-    seconds needed to load second-tier entries (0 when none). Undo with `kv.free(req.request_id)` and
+    seconds needed to load second-tier entries (0 when none). Undo with `kv.free(req)` and
     `req.num_computed_tokens = req.cached_tokens = 0` if the request is not admitted after all."""
     if req.num_computed_tokens or req.prefix_hashes is None:
         return 0.0
-    cached, load_s = kv.match_prefix(req.request_id, req.prefix_hashes, req.prompt_tokens)
+    cached, load_s = kv.match_prefix(req, req.prefix_hashes, req.prompt_tokens)
     req.num_computed_tokens = req.cached_tokens = cached
     return load_s
 
 
 def unmatch_prefix(kv: BlockManager, req: SimRequest) -> None:
-    kv.free(req.request_id)
+    kv.free(req)
     req.num_computed_tokens = req.cached_tokens = 0
 
 
@@ -130,7 +130,7 @@ def steady_decode_steps(batch: ScheduledBatch, kv: BlockManager) -> int:
         # KV after `steps` iterations: each request holds its tokens after the first (c + n) plus steps - 1.
         need = 0
         for req, n in items:
-            need += kv._own_blocks_for(req.request_id, req.num_computed_tokens + n + steps - 1) - kv.held(req.request_id)
+            need += kv._own_blocks_for(req, req.num_computed_tokens + n + steps - 1) - kv.held(req)
         if need <= free:
             return steps
         steps //= 2
@@ -143,7 +143,7 @@ def bulk_decode(items: list[tuple[SimRequest, int]], steps: int, kv: BlockManage
     for req, _ in items:
         req.num_computed_tokens += steps
         req.num_output_tokens += steps
-        ok = kv.grow(req.request_id, req.num_computed_tokens + 1)
+        ok = kv.grow(req, req.num_computed_tokens + 1)
         assert ok, "INV-2: bulk decode outgrew the KV blocks it checked"
 
 

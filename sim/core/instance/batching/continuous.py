@@ -41,7 +41,7 @@ class ContinuousBatching:
         self.waiting.append(req)
 
     def _preempt(self, victim: SimRequest) -> None:
-        self.kv.free(victim.request_id)
+        self.kv.free(victim)
         victim.reset_for_recompute()
         self.waiting.appendleft(victim)
 
@@ -56,7 +56,7 @@ class ContinuousBatching:
             c = req.num_computed_tokens
             n = min(req.prompt_tokens + req.num_output_tokens - c, budget)  # its known tokens not yet computed
             extra = lookahead if n == 1 and req.num_output_tokens else 0
-            while not kv.grow(req.request_id, c + n + extra):
+            while not kv.grow(req, c + n + extra):
                 victim = self.running.pop()
                 self._preempt(victim)
                 preempted = True
@@ -79,7 +79,7 @@ class ContinuousBatching:
                 if n > budget and not self.chunked_prefill:
                     n = 0
                 n = min(n, budget)
-                if n == 0 or not self.kv.grow(req.request_id, req.num_computed_tokens + n):
+                if n == 0 or not self.kv.grow(req, req.num_computed_tokens + n):
                     if fresh:
                         unmatch_prefix(self.kv, req)
                     break

@@ -120,8 +120,8 @@ class EngineBatching:
         kv, bs = self.kv, self.kv.block_size_tokens
         need = 0
         for r in self.running:
-            need += max(0, -(-self._reserve_tokens(r, False) // bs) - kv.held(r.request_id))
-        need += max(0, -(-self._reserve_tokens(req, True) // bs) - kv.held(req.request_id))
+            need += max(0, -(-self._reserve_tokens(r, False) // bs) - kv.held(r))
+        need += max(0, -(-self._reserve_tokens(req, True) // bs) - kv.held(req))
         return need <= kv.free_blocks
 
     def _victim(self) -> SimRequest:
@@ -139,7 +139,7 @@ class EngineBatching:
         if self.preemption == "swap":
             moved = victim.num_computed_tokens * self.kv.kv_bytes_per_token
             if self.swapped_bytes + moved <= self.swap_space_bytes:
-                self.kv.free(victim.request_id)
+                self.kv.free(victim)
                 self.swapped_bytes += moved
                 self._transfer_s += moved / self.swap_bandwidth_bytes_per_s
                 self.swaps_out += 1
@@ -147,7 +147,7 @@ class EngineBatching:
                 victim.preemptions += 1
                 self.swapped.append(victim)
                 return
-        self.kv.free(victim.request_id)
+        self.kv.free(victim)
         victim.reset_for_recompute()
         self.undelivered.discard(victim.request_id)
         self.preemptions += 1
@@ -164,7 +164,7 @@ class EngineBatching:
             c = req.num_computed_tokens
             n = min(req.prompt_tokens + req.num_output_tokens - c, budget)
             extra = reserve - 1 if n == 1 and req.num_output_tokens else 0
-            while not self.kv.grow(req.request_id, c + n + extra + self.lookahead_tokens * (n == 1)):
+            while not self.kv.grow(req, c + n + extra + self.lookahead_tokens * (n == 1)):
                 victim = self._victim()
                 self._preempt(victim)
                 preempted = True
@@ -194,9 +194,9 @@ class EngineBatching:
             if ok and self.admission != "on_demand":
                 ok = self._fits_reserved(req)
             if ok and self.watermark_blocks:
-                need = kv._own_blocks_for(req.request_id, req.num_computed_tokens + n) - kv.held(req.request_id)
+                need = kv._own_blocks_for(req, req.num_computed_tokens + n) - kv.held(req)
                 ok = kv.free_blocks - need >= self.watermark_blocks
-            if not ok or not kv.grow(req.request_id, req.num_computed_tokens + n):
+            if not ok or not kv.grow(req, req.num_computed_tokens + n):
                 if fresh:
                     unmatch_prefix(kv, req)
                 break
@@ -213,7 +213,7 @@ class EngineBatching:
             req = self.swapped[0]
             c = req.num_computed_tokens
             n = min(req.prompt_tokens + req.num_output_tokens - c, budget)
-            if not kv.grow(req.request_id, c + n):
+            if not kv.grow(req, c + n):
                 break
             self.swapped.popleft()
             moved = c * kv.kv_bytes_per_token
@@ -227,7 +227,7 @@ class EngineBatching:
 
     def _release_lagging(self) -> None:
         for req in self._lagging:
-            self.kv.free(req.request_id)
+            self.kv.free(req)
         self._lagging = []
 
     def schedule(self, now: float) -> ScheduledBatch | None:
@@ -254,7 +254,7 @@ class EngineBatching:
                 if not (n > 1 or (n == 1 and r.num_output_tokens == 0)):
                     continue
                 n = min(n, budget)
-                if n > 0 and self.kv.grow(r.request_id, r.num_computed_tokens + n):
+                if n > 0 and self.kv.grow(r, r.num_computed_tokens + n):
                     items.append((r, n))
                     budget -= n
             if not self.swapped:  # vLLM V0: no prefills while a request is swapped out
@@ -309,7 +309,7 @@ class EngineBatching:
         for req, n in batch.items:
             c, prompt = req.num_computed_tokens, req.prompt_tokens
             if c < prompt <= c + n:
-                kv.publish(req.request_id, req.prefix_hashes, prompt)
+                kv.publish(req, req.prefix_hashes, prompt)
             c += n
             req.num_computed_tokens = c
             if c == prompt + req.num_output_tokens:
@@ -334,7 +334,7 @@ class EngineBatching:
                     complete(req, now, kv)
                 finished.append(req)
             elif req.num_output_tokens == 1 and req.handoff:
-                kv.free(req.request_id)
+                kv.free(req)
                 finished.append(req)
         if finished:
             done = {r.request_id for r in finished}

@@ -25,7 +25,7 @@ def reserve(kv: BlockManager, req: SimRequest) -> float | None:
     Returns the second-tier load seconds, or None (and no change) when it does not fit."""
     fresh = req.num_computed_tokens == 0
     load_s = match_prefix(kv, req) if fresh else 0.0
-    if kv.grow(req.request_id, req.total_tokens):
+    if kv.grow(req, req.total_tokens):
         return load_s
     if fresh:
         unmatch_prefix(kv, req)
