@@ -99,16 +99,15 @@ class LayerPricer:
         return self.gemm(tokens, H / self.lay.tp, 2 * H, self.fmt["attention"])
 
     # -- attention --------------------------------------------------------------------------------------------
-    def attention(self, w: Work) -> tuple[float, float, int]:
-        """(projection GEMM seconds, prefill attention seconds, launches) of one layer; decode attention, the only
-        part that changes along a run of decode steps, is `decode_attention`."""
+    def attention(self, w: Work) -> tuple[float, int]:
+        """(projection GEMM seconds, launches) of one layer's attention; the prefill attention itself is
+        `prefill_attention` and decode attention, the only part that changes along a run of decode steps,
+        `decode_attention`."""
         m, f, T, h = self.m, self.fmt["attention"], w.tokens, self.heads
-        hi = int(round(h))
         launches = 0
         if m.attention_kind == "gqa":
             kv, d = max(1.0, m.num_kv_heads / self.lay.tp), m.head_dim
             proj = self.gemm(T, (h + 2 * kv) * d, m.hidden_size, f) + self.gemm(T, m.hidden_size, h * d, f)
-            pf_heads, pf_kv, pf_dim, pf_bytes = hi, int(round(kv)), d, self.kv_bytes
         else:
             rank, rope, nope, v = m.kv_lora_rank, m.qk_rope_head_dim, m.qk_nope_head_dim, m.v_head_dim
             q_proj = (self.gemm(T, m.q_lora_rank, m.hidden_size, f) + self.gemm(T, h * (nope + rope), m.q_lora_rank, f)
@@ -122,15 +121,32 @@ class LayerPricer:
                 rows = w.decode_seqs * w.queries
                 proj += self.gemm(rows, h * rank, nope, "bf16") + self.gemm(rows, h * v, rank, "bf16")
                 launches += 2
-            pf_heads, pf_kv, pf_dim, pf_bytes = hi, hi, (nope + rope + v) // 2, 2.0
         launches += 3 if m.attention_kind == "mla" else 2
-        attn = 0.0
         if w.prefill_tokens:
-            attn = self._prefill_attention(w, pf_heads, pf_kv, pf_dim, pf_bytes)
             launches += 1 + (self.dep.sparse_attention is not None)
         if w.decode_seqs:
             launches += 1 + (self.dep.sparse_attention is not None)
-        return proj, attn, launches
+        return proj, launches
+
+    def prefill_attention(self, w: Work) -> float:
+        """Prefill attention seconds of one layer (0 without prefill tokens), kept by the work's prefill fields
+        in the step cache: prompts of the same length share it whatever decodes run beside them."""
+        if not w.prefill_tokens:
+            return 0.0
+        key = ("attn_prefill", w.prefill_tokens, w.prefill_q_ctx, w.prefill_q_sq, w.prefill_kv_tokens)
+        kept = self.cache.ops
+        t = kept.get(key)
+        if t is None:
+            m, h = self.m, self.heads
+            hi = int(round(h))
+            if m.attention_kind == "gqa":
+                t = self._prefill_attention(w, hi, int(round(max(1.0, m.num_kv_heads / self.lay.tp))), m.head_dim,
+                                            self.kv_bytes)
+            else:
+                t = self._prefill_attention(w, hi, hi, (m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim) // 2,
+                                            2.0)
+            self.cache.remember(kept, key, t)
+        return t
 
     def _prefill_attention(self, w: Work, heads: int, kv_heads: int, dim: int, kv_bytes: float) -> float:
         s = self.dep.sparse_attention
@@ -230,10 +246,31 @@ class LayerPricer:
                          st.launches)
 
     def _layer_static(self, w: Work, moe: bool) -> LayerCost:
-        """Everything of a layer but its decode attention (which alone depends on the decode contexts)."""
+        """Everything of a layer but its decode attention (which alone depends on the decode contexts): the prefill
+        attention beside the part that depends on the rows only (`_rows_part`)."""
+        rows = self._rows_part(w, moe)
+        return LayerCost({**rows.compute, "attention": self.prefill_attention(w)}, rows.comm_s, rows.fetch_s,
+                         rows.launches)
+
+    def _rows_part(self, w: Work, moe: bool) -> LayerCost:
+        """A layer's projections, MLP or MoE, elementwise ops, communication and launches: what depends on its
+        rows (tokens, and for MLA the latent up-projection and absorbed decode rows; for MoE the routed tokens),
+        not on how the prefill tokens split into chunks nor on the decode contexts. Kept in the step cache by those
+        rows: mixed steps met once mostly share them with steps met before (attention part 0)."""
+        mla = self.m.attention_kind == "mla"
+        key = ("rows", w.tokens, w.prefill_tokens > 0, w.decode_seqs > 0, w.moe_tokens, moe,
+               w.prefill_kv_tokens if mla else 0.0, w.decode_seqs * w.queries if mla else 0.0)
+        kept = self.cache.layers
+        lc = kept.get(key)
+        if lc is None:
+            lc = self._price_rows(w, moe)
+            self.cache.remember(kept, key, lc)
+        return lc
+
+    def _price_rows(self, w: Work, moe: bool) -> LayerCost:
         m, lay, T = self.m, self.lay, w.tokens
-        proj, attn, launches = self.attention(w)
-        parts = {"attention": attn, "dense_gemm": proj, "moe_gemm": 0.0}
+        proj, launches = self.attention(w)
+        parts = {"attention": 0.0, "dense_gemm": proj, "moe_gemm": 0.0}
         comm = 2 * self.links.allreduce_s(T * m.hidden_size * 2.0)
         launches += 2 * (lay.tp > 1) + ELEMENTWISE_KERNELS
         fetch = 0.0

@@ -9,8 +9,9 @@ which order, changes only how much is priced, never a value. So one model can se
   contexts grow by one token per sequence per step is a strided slice of it (`decode_steps`), summed in compiled
   loops without per-run arrays;
 * prefill-only shapes: the `StepCost` by shape (their context sum is 0);
-* below the steps, a layer's context-free part by its work (`layers.LayerPricer.layer`) and op times by their
-  arguments (`layers.LayerPricer.gemm`), which steps of different shapes share.
+* below the steps, a layer's context-free part by its work (`layers.LayerPricer.layer`), split into the part that
+  depends on its rows only and its prefill attention, each kept by what it depends on, and op times by their
+  arguments (`layers.LayerPricer.gemm`): steps of different shapes share them.
 
 Mixed shapes (prefill chunks and decodes) are composed in full at their context sum, from those kept parts: most
 are met once (85% of the 50,755 mixed steps of `ecommerce_peak`'s default window, 40% of the Vidur workload's
@@ -166,8 +167,12 @@ class StepCache:
         self.tables: OrderedDict[ShapeKey, list[StepTable]] = OrderedDict()  # windows, most recent first
         self.entries = 0  # floats held by the tables
         self.exact: dict[ShapeKey, StepCost] = {}
-        self.layers: dict[tuple[Any, bool], Any] = {}  # a layer's context-free part by (work, MoE): layers.LayerCost
-        self.ops: dict[tuple[float, float, float, str], float] = {}  # a GEMM's seconds by (rows, n, k, dtype)
+        # A layer's context-free part by (work, MoE), and the part of it that depends on its rows only (keys
+        # tagged "rows"): layers.LayerCost.
+        self.layers: dict[tuple, Any] = {}
+        # A GEMM's seconds by (rows, n, k, dtype); a layer's prefill attention by its prefill fields (keys tagged
+        # "attn_prefill").
+        self.ops: dict[tuple, float] = {}
 
     def step_cost(self, b: BatchShape) -> StepCost:
         """The iteration's cost: a decode-only shape from its context table, a prefill-only shape as kept; the

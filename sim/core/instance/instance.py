@@ -91,8 +91,9 @@ class Instance:
     Lifecycle: `starting` (cold start: provisioning, weight loading, warm-up; takes no requests) -> `active`
     (routers see it) -> `draining` (finishes what it holds, takes nothing new) -> `stopped` (billing ends).
     `on_finish(req)` is called for each request that leaves the instance (completed, or handed off to a decode
-    pool after its prefill), `on_first_token(req, now)` when a request emits its first token (always at the
-    simulated time it happens), `on_stopped(inst)` when a draining instance has emptied,
+    pool after its prefill), `on_first_token(req, t_s)` for a request's first token at t_s (when it happens, or,
+    for one at the end of a run's first iteration, when the run is planned: that time is certain, since a run
+    cut short still ends its first iteration), `on_stopped(inst)` when a draining instance has emptied,
     `on_state()` after each assignment to `state` (whoever makes it). Counters (`busy_s`, `parts_s`,
     `iterations`) feed the metrics; `outstanding` (waiting + running) feeds the routers.
     """
@@ -295,8 +296,8 @@ class Instance:
     def _start_run(self, batch: ScheduledBatch, steps: int, now: float) -> None:
         """Price `steps` iterations at once, decodes of the same members from the second on (the first may finish
         prefills): exactly what stepping one by one gives, the ends being the same sequential sums. A request
-        whose first token comes at the end of the first iteration of a longer run is announced by an event of its
-        own at that time (the run's own event comes later)."""
+        whose first token comes at the end of the first iteration of a longer run is announced now with that time
+        (the run's own event comes later; the TTFT window holds the value until then, `fleet.monitor.Window`)."""
         start = float(now)
         head = None
         head_end_s = start
@@ -310,18 +311,12 @@ class Instance:
         else:
             table, first, stride = self.cost.decode_steps(batch.shape, steps)
         run = self._run = _Run(batch, start, table, first, stride, steps, head, head_end_s)
-        if head is not None and steps > 1 and firsts and self.on_first_token is not None:
-            run.announced = True
-            ev = self.env.timeout(head_end_s - start)
-            ev.callbacks.append(lambda _ev: self._announce(firsts, head_end_s))
-        self._at(run.end_s - start, RUN)
-
-    def _announce(self, reqs: list[SimRequest], now: float) -> None:
-        """First tokens at the end of a run's first iteration, told when they happen."""
         on_first_token = self.on_first_token
-        if on_first_token is not None:
-            for req in reqs:
-                on_first_token(req, now)
+        if head is not None and steps > 1 and firsts and on_first_token is not None:
+            run.announced = True  # (told now, with their time: a run cut short still ends its first iteration)
+            for req in firsts:
+                on_first_token(req, head_end_s)
+        self._at(run.end_s - start, RUN)
 
     def _cut_run(self, now: float) -> None:
         """An arrival during a run: the iteration in progress finishes, the ones after it are not taken, and the
