@@ -79,7 +79,13 @@ def advance(batch: ScheduledBatch, now: float, kv: BlockManager, running: list[S
                 # to a decode pool (the cluster prices the transfer), so the blocks here are released.
                 kv.free(req)
                 finished.append(req)
-    if finished:
+    if len(finished) == 1:  # (the common case: one request leaves; found by identity, no set of ids)
+        gone = finished[0]
+        for j in range(len(running)):
+            if running[j] is gone:
+                del running[j]
+                break
+    elif finished:
         done = {r.request_id for r in finished}
         running[:] = [r for r in running if r.request_id not in done]
     return finished
