@@ -46,8 +46,8 @@ def _ext_modules() -> list:
     os.chdir(ROOT)  # mypyc resolves module names from paths relative to the project
     # The manifest records the sources before they are read: one edited during the build then counts as stale.
     compiled.write_manifest(COMPILED, ROOT)
-    exts = mypycify(["--ignore-missing-imports", "--follow-imports=silent", *COMPILED], opt_level="3",
-                    group_name="inferplan_sim")
+    os.environ.pop("MYPYPATH", None)  # (sim/compiled.py MYPY_ARGS: what the build reads, and why)
+    exts = mypycify([*compiled.MYPY_ARGS, *COMPILED], opt_level="3", group_name="inferplan_sim")
     for ext in exts:
         ext.optional = True  # no compiler: the package installs interpreted
     return exts

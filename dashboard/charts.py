@@ -9,6 +9,8 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from dashboard.data import PARTIAL_MARK
+
 WIDTH = 680
 HEIGHT = 220
 MAX_SCATTER_POINTS = 4000  # Altair embeds data inline; a scatter beyond this is thinned (evenly) before plotting
@@ -128,6 +130,14 @@ def not_served(df: pd.DataFrame) -> alt.Chart:
     ).properties(width=WIDTH, height=max(60, 30 * len(df)), autosize=FIT_WIDTH)
 
 
+def short_label(label: str, limit: int = 32) -> str:
+    """A point's name cut to `limit` characters; a partial run's mark is kept (the cut would drop it first)."""
+    if len(label) <= limit:
+        return label
+    mark = PARTIAL_MARK if label.endswith(PARTIAL_MARK) else ""
+    return label[:limit - len(mark) - 1] + "…" + mark
+
+
 def pareto(df: pd.DataFrame, cost: str, cost_title: str, latency: str, latency_title: str,
            latency_scale: float = 1.0, slo: float | None = None) -> alt.Chart:
     """Cost against P99 latency per configuration: SLO verdict as colour, the Pareto frontier as a line and the
@@ -145,7 +155,7 @@ def pareto(df: pd.DataFrame, cost: str, cost_title: str, latency: str, latency_t
                                                           range=["#54a24b", "#e45756", "#9d9d9d"])))
     frontier = alt.Chart(d[d["frontier"]].sort_values("x")).mark_line(color="#4c78a8", strokeDash=[4, 2]).encode(
         x=x, y=y, order="x:Q")
-    short = d.assign(short=d["label"].astype(str).map(lambda t: t if len(t) <= 32 else t[:31] + "…"))
+    short = d.assign(short=d["label"].astype(str).map(short_label))
     names = alt.Chart(short).mark_text(align="left", dx=7, dy=8, fontSize=10, color="#444").encode(
         x=x, y=y, text="short:N")  # every point named (the full label in the tooltip)
     best = d[d["cheapest"]]

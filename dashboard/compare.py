@@ -11,12 +11,12 @@ from pathlib import Path
 import pandas as pd
 
 from dashboard import aggregate
-from dashboard.data import open_run, read_sweep, resolve_job_dir, explain
+from dashboard.data import PARTIAL_STATUS, explain, is_partial, open_run, read_sweep, resolve_job_dir, run_label
 from dashboard.kpis import flatten_summary
 from inferplan.errors import InputError
 from sim.results.flat import METRIC_NAMES
 
-BOOKKEEPING = {"run_dir", "job", "job_id", "job_num", "status", "error", "label", "done"}
+BOOKKEEPING = {"run_dir", "job", "job_id", "job_num", "status", "error", "label", "done", "partial"}
 # Metric names `flatten_summary` produces (sim/results/flat.py), plus one older sweeps carried.
 _FLAT = set(METRIC_NAMES) | {"billing_granularity_s"}
 METRICS = _FLAT | {f"{m}_{s}_s" for m in ("ttft", "tpot", "e2e") for s in ("p50", "p90", "p99", "mean")}
@@ -49,7 +49,8 @@ def _labels(df: pd.DataFrame) -> pd.Series:
 
 
 def runs_frame(paths: list[Path], labels: list[str]) -> tuple[pd.DataFrame, list[str]]:
-    """Chosen runs as rows (flattened summaries); runs that cannot be opened become notes instead."""
+    """Chosen runs as rows (flattened summaries), partial ones marked in their label; runs that cannot be opened
+    become notes instead."""
     rows, notes = [], []
     for path, label in zip(paths, labels):
         try:
@@ -57,14 +58,18 @@ def runs_frame(paths: list[Path], labels: list[str]) -> tuple[pd.DataFrame, list
         except InputError as err:
             notes.append(explain(err))
             continue
-        rows.append({"label": label, "run_dir": str(path), **flatten_summary(run.summary)})
+        rows.append({"label": run_label(label, run.partial), "partial": run.partial, "run_dir": str(path),
+                     **flatten_summary(run.summary)})
     return pd.DataFrame(rows), notes
 
 
 def sweep_frame(path: Path) -> tuple[pd.DataFrame, list[str]]:
-    """A sweep's jobs as rows, with missing metrics filled from each job's summary; notes list jobs that failed."""
+    """A sweep's jobs as rows, with missing metrics filled from each job's summary and partial jobs marked in their
+    label; notes list jobs that failed."""
     df = read_sweep(path).reset_index(drop=True)
     notes = []
+    # A job is partial by its own summary when it can be read, else by the sweep's `status` column.
+    partial = df["status"].eq(PARTIAL_STATUS) if "status" in df else pd.Series(False, index=df.index)
     if "run_dir" in df:
         fills = []
         for i, run_dir in df["run_dir"].items():
@@ -72,9 +77,12 @@ def sweep_frame(path: Path) -> tuple[pd.DataFrame, list[str]]:
             if job is None:
                 continue
             try:
-                fills.append({"_row": i, **flatten_summary(open_run(job).summary)})
+                summary = open_run(job).summary
             except InputError as err:
                 notes.append(explain(err))
+                continue
+            partial[i] = is_partial(summary)
+            fills.append({"_row": i, **flatten_summary(summary)})
         if fills:
             extra = pd.DataFrame(fills).set_index("_row").drop(columns=["scenario", "seed"], errors="ignore")
             for col in extra.columns:
@@ -84,7 +92,8 @@ def sweep_frame(path: Path) -> tuple[pd.DataFrame, list[str]]:
                     df[col] = df[col].where(df[col].notna(), extra[col])
     if "slo_met" not in df:
         df["slo_met"] = _met_from_targets(df)
-    df.insert(0, "label", _labels(df))
+    df.insert(0, "label", [run_label(text, bool(p)) for text, p in zip(_labels(df), partial)])
+    df["partial"] = partial.astype(bool)
     return df, notes
 
 
@@ -97,7 +106,8 @@ def _met_from_targets(df: pd.DataFrame) -> pd.Series:
 
 
 def annotate(df: pd.DataFrame, cost: str, latency: str) -> pd.DataFrame:
-    """Adds `meets_slo`, `frontier` (Pareto-optimal in cost and latency) and `cheapest` (cheapest meeting SLO)."""
+    """Adds `meets_slo`, `frontier` (Pareto-optimal in cost and latency) and `cheapest` (cheapest meeting SLO).
+    A partial run is never the cheapest: its cost and latencies cover only the time it simulated."""
     out = df.copy()
     out["meets_slo"] = out["slo_met"] if "slo_met" in out else None
     usable = out.dropna(subset=[c for c in (cost, latency) if c in out])
@@ -105,7 +115,8 @@ def annotate(df: pd.DataFrame, cost: str, latency: str) -> pd.DataFrame:
     out["cheapest"] = False
     if cost in out and latency in out and not usable.empty:
         out.loc[usable.index, "frontier"] = aggregate.pareto_front(usable, cost, latency)
-        best = aggregate.cheapest_meeting_slo(usable, cost, "meets_slo")
+        complete = usable[~usable["partial"].astype(bool)] if "partial" in usable else usable
+        best = aggregate.cheapest_meeting_slo(complete, cost, "meets_slo") if not complete.empty else None
         if best is not None:
             out.loc[best, "cheapest"] = True
     return out

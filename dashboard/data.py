@@ -3,6 +3,8 @@
 A result folder is one of (see `docs/results.md`):
 - a **run**: `summary.json`, `requests.parquet`, `timeseries.parquet`, `pools.parquet`, `.hydra/`, and `DONE`, which
   the simulator writes last, so a folder without it is a crashed or still-running run;
+  a run whose `summary.json` says `"status": "interrupted"` is *partial* (a signal stopped it; its figures cover
+  the simulated time so far), and `is_partial` / `run_label` say so wherever it is shown;
 - a **sweep**: `sweep.parquet`, one row per job (its overrides, its flattened summary metrics and `run_dir`);
 - a **plan**: `plan.json` from the planner, usually beside a `sweep.parquet`.
 
@@ -10,8 +12,10 @@ Pure pandas and pyarrow, no Streamlit: the app caches these loaders (`ui.py`) an
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,8 +25,8 @@ import pyarrow.parquet as pq
 import yaml
 
 from inferplan.errors import InputError
-from sim.results.read import read_summary, table_path
-from sim.results.schema import DONE, RUN_FILES
+from sim.results.read import read_summary, table_path, try_summary
+from sim.results.schema import DONE, RUN_FILES, SUMMARY
 
 RUNS_DIR_ENV = "INFERPLAN_RUNS_DIR"
 DEFAULT_RUNS_DIRS = "runs, multirun, plans"
@@ -38,6 +42,20 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
 
 RERUN_FIX = "re-run the simulation (`python -m sim scenario=<name>`) to rewrite it"
 
+# `summary.json` `status` of a run a signal (Ctrl-C, SIGTERM) stopped before its end (docs/results.md).
+PARTIAL_STATUS = "interrupted"
+PARTIAL_MARK = " (partial)"
+
+
+def is_partial(summary: Mapping | None) -> bool:
+    """A run stopped before its end: its figures cover only the simulated time so far."""
+    return bool(summary) and summary.get("status") == PARTIAL_STATUS
+
+
+def run_label(name: str, partial: bool) -> str:
+    """A run's name wherever it is shown, marked when partial so that it is never read as a complete run."""
+    return name + PARTIAL_MARK if partial else name
+
 
 @dataclass(frozen=True)
 class Folder:
@@ -48,6 +66,7 @@ class Folder:
     label: str  # path relative to the results root, for pickers
     done: bool  # runs: the DONE marker is there; sweeps and plans: always True
     mtime: float  # newest-first ordering
+    partial: bool = False  # runs: summary.json says a signal stopped the run (`is_partial`)
 
 
 @dataclass(frozen=True)
@@ -63,6 +82,15 @@ class RunData:
     @property
     def scenario(self) -> str:
         return str(self.summary.get("scenario", self.path.name))
+
+    @property
+    def partial(self) -> bool:
+        return is_partial(self.summary)
+
+    @property
+    def title(self) -> str:
+        """The scenario's name, marked when the run is partial."""
+        return run_label(self.scenario, self.partial)
 
     def has(self, table: str) -> bool:
         return table in self.schemas
@@ -112,8 +140,23 @@ def discover(roots: list[Path]) -> list[Folder]:
             rel = path.relative_to(root).as_posix()
             label = "/".join(p for p in (root.name, "" if rel == "." else rel) if p) or "."
             done = kind != "run" or DONE in filenames
-            found.append(Folder(path=path, kind=kind, label=label, done=done, mtime=path.stat().st_mtime))
+            partial = kind == "run" and done and _partial_on_disk(path)
+            found.append(Folder(path=path, kind=kind, label=label, done=done, mtime=path.stat().st_mtime,
+                                partial=partial))
     return sorted(found, key=lambda f: (-f.mtime, f.label))
+
+
+def _partial_on_disk(run_dir: Path) -> bool:
+    """`is_partial` of a complete run folder's summary (False when it cannot be read: opening it explains why)."""
+    summary = run_dir / SUMMARY
+    return summary.is_file() and _summary_partial(str(run_dir), summary.stat().st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=4096)
+def _summary_partial(run_dir: str, mtime_ns: int) -> bool:
+    # Keyed by the summary's modification time: the app lists the folders every few seconds, and a sweep's
+    # hundreds of jobs are then not all parsed again unless rewritten.
+    return is_partial(try_summary(Path(run_dir)))
 
 
 def require_results_root(roots: list[Path]) -> None:

@@ -29,6 +29,7 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; } th { backgroun
 .met { color: #1a7f37; } .missed { color: #cf222e; }
 .banner { padding: .7rem 1rem; border-radius: 6px; font-weight: 600; margin: 1rem 0; }
 .banner.met { background: #dafbe1; } .banner.missed { background: #ffebe9; } .banner.none { background: #f6f8fa; }
+.banner.partial { background: #fff8c5; }
 .note { color: #59636e; font-style: italic; } pre { background: #f6f8fa; padding: .8rem; overflow-x: auto; }
 figure { margin: 1rem 0; } svg { max-width: 100%; height: auto; }
 """
@@ -87,6 +88,11 @@ def kpi_cards(items: list[Kpi]) -> str:
 def banner(met: bool | None, text: str) -> str:
     cls = "none" if met is None else ("met" if met else "missed")
     return f'<div class="banner {cls}">{esc(text)}</div>'
+
+
+def partial_banner(text: str) -> str:
+    """A warning above everything else: the figures below cover only part of the run."""
+    return f'<div class="banner partial">{esc(text)}</div>'
 
 
 def svg_renderer_available() -> bool:

@@ -52,9 +52,11 @@ def run_sections(run: RunData) -> list[str]:
     """The body of a run's report."""
     s = run.summary
     frames = figures.run_frames(run)
-    body = [f"<h1>inferplan review: {hk.esc(run.scenario)}</h1>",
-            f'<p class="sub">{hk.esc(run.path)} · written {_stamp()}</p>',
-            hk.banner(overall_verdict(s), verdict_text(s)), f'<p class="note">{hk.esc(review.provenance_text(s))}</p>']
+    body = [f"<h1>inferplan review: {hk.esc(run.title)}</h1>",
+            f'<p class="sub">{hk.esc(run.path)} · written {_stamp()}</p>']
+    if review.partial_text(s):
+        body.append(hk.partial_banner(review.partial_text(s)))
+    body += [hk.banner(overall_verdict(s), verdict_text(s)), f'<p class="note">{hk.esc(review.provenance_text(s))}</p>']
     if review.monthly_text(s):
         body.append(f'<p class="note">{hk.esc(review.monthly_text(s))}</p>')
     body += diagnosis_sections(s)
@@ -208,7 +210,7 @@ def build(folder: Path) -> str:
         raise InputError(folder, "folder", f"is not a run, sweep or plan folder (no {SUMMARY}, sweep.parquet or "
                          "plan.json)", "give a folder written by `python -m sim` or `python -m sim.plan`")
     run = open_run(folder)
-    return hk.page(f"inferplan review: {run.scenario}", run_sections(run))
+    return hk.page(f"inferplan review: {run.title}", run_sections(run))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from dashboard.data import is_partial
 from sim.results.schema import SUMMARY
 from sim.results.text import SLO_LABEL, evidence_phrases, headline, target, value
 
@@ -27,14 +28,33 @@ def verdict_tables(summary: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
     return _frame(by_class), _frame(by_pool)
 
 
+def partial_text(summary: dict) -> str | None:
+    """The banner of a partial run: when it stopped, what was left in flight, what its figures cover; None for a
+    complete run."""
+    if not is_partial(summary):
+        return None
+    stopped_s = summary.get("simulated_duration_s")
+    unfinished = (summary.get("requests") or {}).get("unfinished")
+    at = f"{stopped_s:,.1f} s" if isinstance(stopped_s, (int, float)) else "an unknown time"
+    left = f"{unfinished:,}" if isinstance(unfinished, int) else "an unknown number of"
+    return (f"Partial run: interrupted at simulated t = {at}; {left} requests unfinished; latencies and costs cover "
+            "only what was simulated.")
+
+
 def findings(summary: dict) -> list[dict]:
-    """The diagnosis as {headline, evidence: [phrases], try: [overrides]}."""
+    """The diagnosis as {headline, evidence: [phrases], try: [overrides]}; none for a partial run, whose windows
+    the simulation did not finish (`diagnosis_note` says so instead)."""
+    if is_partial(summary):
+        return []
     return [{"headline": headline(f), "evidence": evidence_phrases(f), "try": list(f.get("try") or []),
              "cause": f["cause"]} for f in summary.get("diagnosis") or []]
 
 
 def diagnosis_note(summary: dict) -> str | None:
     """What to say when there is no finding: None when there are findings."""
+    if is_partial(summary):
+        return ("Partial run: no cause is named and no change is suggested for a window the simulation did not "
+                "finish. Run it to its end for a diagnosis.")
     if summary.get("diagnosis"):
         return None
     if "diagnosis" not in summary:

@@ -103,7 +103,8 @@ def require_root() -> list[data.Folder] | None:
 
 
 def folder_label(f: data.Folder) -> str:
-    return f.label if f.done else f"{f.label}  (incomplete)"
+    label = data.run_label(f.label, f.partial)
+    return label if f.done else f"{label}  (incomplete)"
 
 
 def pick(label: str, options: list[data.Folder], key: str, help: str | None = None) -> data.Folder | None:

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from inferplan.errors import InputError, unknown_key
+from scenarios.capacity import too_many
 
 REQUIRED = object()  # sentinel: the key must be present
 
@@ -120,6 +121,21 @@ class ConfigReader:
         if minimum is not None and value < minimum:
             raise self.error(key, f"must be >= {minimum}, got {value}", f"use a value >= {minimum}")
         return value
+
+    def request_count(self, key: str, default: Any = REQUIRED) -> int:
+        """A count of requests (an integer >= 1) that this machine's memory can hold (scenarios/capacity.py)."""
+        value = self.integer(key, default, minimum=1)
+        if value is not None:
+            self.check_request_count(key, value)
+        return value
+
+    def check_request_count(self, key: str, count: float) -> None:
+        """Refuse `count` requests (set or implied by `key`) before anything is allocated when memory cannot hold
+        them."""
+        why = too_many(count)
+        if why is not None:
+            raise self.error(key, why, "simulate fewer requests (a shorter window, a lower rate), or split the run "
+                                       "into windows")
 
     def string(self, key: str, default: Any = REQUIRED, *, choices: Sequence[str] | None = None) -> str:
         value = self._get(key, default)

@@ -13,6 +13,7 @@ streams. The common keys (`request_class`, `priority`, `classes`, `transforms`, 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -45,6 +46,8 @@ def _duration(duration_s: float) -> dict:
 def arrival_traffic(r: ConfigReader, kind: str) -> Plan:
     """Arrivals from `ARRIVALS[kind]`, lengths from `lengths:`, optional shared-prefix hashes."""
     process = ARRIVALS[kind](r)
+    if math.isfinite(process.duration_s):
+        r.check_request_count("duration_s", process.mean_rate_per_s * process.duration_s)
     lengths = lengths_from_config(r.nested("lengths"))
     prefix_tokens, prefix_name, block = _prefix(r)
 
@@ -67,7 +70,7 @@ def closed_loop_traffic(r: ConfigReader, kind: str) -> Plan:
     time then): the workload holds 0 for every request until released. The run ends when all have ended, or
     `drain_timeout_s` after the last request a client sent (`sim/core/run.py`)."""
     clients = r.integer("clients", minimum=1)
-    n = r.integer("requests", minimum=1)
+    n = r.request_count("requests")
     think_s = r.number("think_time_s", 0.0, minimum=0.0)
     lengths = lengths_from_config(r.nested("lengths"))
 

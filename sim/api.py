@@ -49,7 +49,7 @@ def run_composed(cfg, run_dir: str | Path, progress: Callable[[float], None] | N
 
 def scenario_workload(run):
     """The scenario's requests, with `scenario.load_multiplier` applied (rate scaling from its own stream)."""
-    workload = build_workload(run.scenario.traffic, run.seed)
+    workload = build_workload(run.scenario.traffic, run.seed, file=f"scenario/{run.scenario.name}")
     m = run.scenario.load_multiplier
     if m <= 0:
         raise InputError(f"scenario/{run.scenario.name}", "load_multiplier", f"must be > 0, got {m}", "use e.g. 1.5")

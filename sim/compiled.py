@@ -24,6 +24,16 @@ MANIFEST = Path(__file__).with_name("_compiled.json")
 PURE_ENV = "INFERPLAN_PURE_PYTHON"
 
 
+# What mypy may read decides the machine code mypyc writes: a third-party type it can read is compiled as that type,
+# one it cannot is `Any`, checked where it meets a typed value. Left to itself mypy reads the site-packages of the
+# interpreter that runs the build, so one commit compiled differently before and after numpy was installed there.
+# The build reads this tree, mypy's bundled standard-library types and `typings/` (the array types the cost
+# composition mixes with floats) and nothing installed: every machine compiles the same code. No cache from an
+# earlier build is read, nor any user's mypy configuration. The settings are pyproject.toml's [tool.mypy];
+# tests/sim/test_compiled_types.py type-checks the compiled modules with exactly these arguments.
+MYPY_ARGS = ("--config-file=pyproject.toml",)  # relative to the repository root (the build's working directory)
+
+
 class StaleBuildWarning(UserWarning):
     """Compiled modules are older than their sources: the sources run, uncompiled."""
 

@@ -237,6 +237,36 @@ def _check_can_serve(where: str, name: str, p: PoolConfig, group_autoscaler: str
                          "max_instances >= 1, or remove the pool")
 
 
+def _seed(value: Any) -> int:
+    """The run seed: a whole number >= 0 (numpy's SeedSequence takes no negative entropy)."""
+    ok = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    if isinstance(value, bool) or not ok or value < 0:
+        raise InputError("conf/config.yaml", "seed", f"must be a whole number >= 0, got {value!r}",
+                         "give e.g. seed=0")
+    return int(value)
+
+
+def _slo(slo: SloConfig, where: str) -> SloConfig:
+    """SLO targets are latencies a request can meet: every TTFT and TPOT target > 0 s, served fraction in (0, 1]."""
+    targets = {"slo.ttft_p99_s": slo.ttft_p99_s, "slo.tpot_p99_s": slo.tpot_p99_s}
+    if not isinstance(slo.classes, dict):
+        raise InputError(where, "slo.classes", f"must be a mapping, got {slo.classes!r}",
+                         "write `classes: {<class>: {ttft_p99_s: ..., tpot_p99_s: ...}}`")
+    for name, c in slo.classes.items():
+        if not isinstance(c, dict) or set(c) - {"ttft_p99_s", "tpot_p99_s"}:
+            raise InputError(where, f"slo.classes.{name}", f"must hold only ttft_p99_s and tpot_p99_s, got {c!r}",
+                             "write `{ttft_p99_s: 2.0, tpot_p99_s: 0.1}`")
+        targets.update({f"slo.classes.{name}.{k}": v for k, v in c.items()})
+    for field_name, value in targets.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise InputError(where, field_name, f"must be a latency > 0 s, got {value!r}",
+                             "give the target in seconds, e.g. 0.1")
+    if not 0 < slo.served_fraction <= 1:
+        raise InputError(where, "slo.served_fraction", f"must be in (0, 1], got {slo.served_fraction!r}",
+                         "use e.g. 0.9999")
+    return slo
+
+
 def load_run_config(cfg) -> RunConfig:
     """Validate a composed config (DictConfig or plain dict) into a `RunConfig`."""
     d = _plain(cfg)
@@ -283,11 +313,12 @@ def load_run_config(cfg) -> RunConfig:
             raise InputError(f"scenario/{scen.name}", f"pools.{name}.batching_policy",
                              f"unknown batching policy {p.batching_policy!r}", f"use one of: {', '.join(POLICIES)}")
         _check_can_serve(f"scenario/{scen.name}", name, p, aname)
+    slo = _slo(build(SloConfig, scen.slo, f"scenario/{scen.name}: slo"), f"scenario/{scen.name}")
     cost = build(CostConfig, d.get("cost"), "conf/cost")
     if cost.kind not in ("roofline", "constant"):
         raise InputError("conf/cost", "kind", f"unknown cost model {cost.kind!r}", "use one of: roofline, constant")
     run = RunConfig(
-        seed=int(d.get("seed", 0)), scenario=scen, pools=pools, slo=build(SloConfig, scen.slo, f"scenario/{scen.name}: slo"),
+        seed=_seed(d.get("seed", 0)), scenario=scen, pools=pools, slo=slo,
         batching_name=bname, batching=batching, router_name=rname, router=router,
         autoscaler_name=aname, autoscaler=autoscaler,
         cost=cost, metrics=build(MetricsConfig, d.get("metrics"), "metrics"),

@@ -16,9 +16,9 @@ def simulate(run: RunConfig, workload: Workload, progress=None) -> SimResult:
     """Simulate `workload` on the fleet of `run`. `progress(fraction)` is called as simulated time advances."""
     wall0 = time.perf_counter()
     out = run_cluster(run, workload, progress)
-    summary = summarize(run, out.cluster, out.requests, out.end_s, out.peak_instances, out.invariants,
-                        out.pool_columns)
     status = "interrupted" if out.interrupted_by else "completed"
+    summary = summarize(run, out.cluster, out.requests, out.end_s, out.peak_instances, out.invariants,
+                        out.pool_columns, partial=bool(out.interrupted_by))
     summary = {"schema_version": SCHEMA_VERSION, "status": status, **summary}
     summary["wall_time_s"] = round(time.perf_counter() - wall0, 3)
     if progress is not None:

@@ -32,8 +32,11 @@ try:
                                        "latencies are not comparable.")
         mixed = right.checkbox("Every scenario", key="compare_mixed", help="Allow runs of different scenarios.")
         pool = runs if mixed else [f for f in runs if scen_of[f.path] == scenario]
-        chosen = st.multiselect("Runs", pool, default=pool[:min(4, len(pool))], format_func=ui.folder_label,
-                                key="compare_runs")
+        # Partial (interrupted) runs cover only part of the window: never beside complete ones unless picked.
+        complete = [f for f in pool if not f.partial]
+        chosen = st.multiselect("Runs", pool, default=complete[:4], format_func=ui.folder_label, key="compare_runs",
+                                help="The newest complete runs by default; partial (interrupted) runs can be added "
+                                     "and are marked.")
         if mixed and len({scen_of[f.path] for f in chosen}) > 1:
             st.warning("These runs are of different scenarios: no cheapest one is named across them.",
                        icon=":material/warning:")
@@ -42,7 +45,7 @@ try:
             st.stop()
         df, notes = ui.runs_frame(chosen)
         run_dirs = [f.path for f in chosen]
-        title, source = "inferplan comparison", ", ".join(f.label for f in chosen)
+        title, source = "inferplan comparison", ", ".join(map(ui.folder_label, chosen))
     else:
         folder = ui.pick("Sweep or plan", sweeps, key="compare_sweep")
         title, source = f"inferplan {folder.kind}: {folder.label}", str(folder.path)

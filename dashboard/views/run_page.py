@@ -20,7 +20,8 @@ wanted = st.query_params.get("run")  # `/run?run=<folder name>` opens that run (
 if wanted and "run_pick" not in st.session_state:
     named = [f for f in runs if f.path.name == wanted]
     runs = named + [f for f in runs if f not in named]
-choice = ui.pick("Run", runs, key="run_pick", help="Newest first; incomplete runs are marked.")
+choice = ui.pick("Run", runs, key="run_pick",
+                 help="Newest first; incomplete runs and partial (interrupted) runs are marked.")
 try:
     run = ui.open_run(choice.path)
     frames = ui.run_frames(choice.path)
@@ -29,6 +30,8 @@ except InputError as err:
     st.stop()
 
 s = run.summary
+if review.partial_text(s):
+    st.warning(review.partial_text(s), icon=":material/pending:")
 model = s.get("cost_model") or {}
 facts = [f"Scenario **{run.scenario}**", f"seed {s.get('seed', 'unknown')}"]
 if isinstance(s.get("simulated_duration_s"), (int, float)):
@@ -89,5 +92,5 @@ with st.expander("Configuration"):
 with st.expander("Provenance and invariants"):
     st.dataframe(pd.DataFrame(report.provenance_rows(run), columns=["field", "value"]).astype(str), hide_index=True)
 
-ui.report_button(lambda: htmlkit.page(f"inferplan review: {run.scenario}", report.run_sections(run)),
+ui.report_button(lambda: htmlkit.page(f"inferplan review: {run.title}", report.run_sections(run)),
                  f"inferplan-{run.scenario}-{run.path.name}.html", key="run_report")

@@ -28,6 +28,8 @@ try:
 except InputError as err:
     ui.show_error(err)
     st.stop()
+if review.partial_text(base.summary):  # a what-if's changes would be measured against part of a window
+    st.warning(review.partial_text(base.summary), icon=":material/pending:")
 
 config = whatif.parse_config(base.config_yaml)
 pools = list((base.summary.get("pools") or {}).keys())

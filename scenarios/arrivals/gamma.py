@@ -41,7 +41,7 @@ def from_config(r: ConfigReader) -> ArrivalProcess:
     duration = r.number("duration_s", None, positive=True)
     describe = f"gamma(rate_per_s={rate:g}, cv={cv:g})"
     if duration is None:
-        count = r.integer("num_requests", None, minimum=1)
+        count = r.request_count("num_requests", None)
         if count is None:
             raise r.error("duration_s", "is missing (and so is num_requests)", "add `duration_s:` or `num_requests:`")
         return ArrivalProcess(math.inf, lambda rng: gamma_count_arrivals(rng, rate, cv, count), rate, describe)

@@ -30,7 +30,7 @@ def from_config(r: ConfigReader) -> ArrivalProcess:
     rate, duration = r.number("rate_per_s", positive=True), r.number("duration_s", None, positive=True)
     describe = f"poisson(rate_per_s={rate:g})"
     if duration is None:
-        count = r.integer("num_requests", None, minimum=1)
+        count = r.request_count("num_requests", None)
         if count is None:
             raise r.error("duration_s", "is missing (and so is num_requests)", "add `duration_s:` or `num_requests:`")
         return ArrivalProcess(math.inf, lambda rng: poisson_count_arrivals(rng, rate, count), rate, describe)

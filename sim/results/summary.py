@@ -49,7 +49,9 @@ def _itl(cluster) -> dict:
 
 
 def summarize(run: RunConfig, cluster, cols: dict, duration_s: float, sampler_peak: dict, invariants: dict,
-              pool_columns: dict | None = None) -> dict:
+              pool_columns: dict | None = None, *, partial: bool = False) -> dict:
+    """The run's `summary.json` body; `partial`: a signal stopped the run before its end (its diagnosis then names
+    no cause)."""
     status = cols["status"]
     done = status == "completed"
     n = len(status)
@@ -164,5 +166,5 @@ def summarize(run: RunConfig, cluster, cols: dict, duration_s: float, sampler_pe
                        "note": note},
         "invariants": invariants,
         "calibration": run.calibration,
-        **review(run, cluster, cols, pool_columns, duration_s),  # `verdict`, `diagnosis` (sim/review)
+        **review(run, cluster, cols, pool_columns, duration_s, partial=partial),  # `verdict`, `diagnosis` (sim/review)
     }

@@ -10,7 +10,9 @@ import textwrap
 SLO_LABEL = {"ttft_p99": "TTFT P99", "tpot_p99": "TPOT P99", "served_fraction": "served fraction"}
 CAUSE_LABEL = {"queueing": "queueing", "step_time": "slow steps (large batches)", "kv_preemption": "KV preemptions",
                "autoscaler_lag": "autoscaler lag", "cold_start": "cold starts", "overload_action": "overload ladder",
-               "placement_spill": "placement spill"}
+               "placement_spill": "placement spill",
+               "prefill_interference": "prefill interference (decodes stalled behind long prefills)",
+               "undiagnosed": "none the evidence supports"}
 
 
 def value(slo: str, x) -> str:
@@ -39,6 +41,9 @@ def mark(status: str) -> str:
 
 
 def headline(f: dict) -> str:
+    if f.get("partial"):
+        return (f"partial run: stopped at simulated t = {f['window_s'][1]:,.1f} s "
+                "· no cause is named for windows the run did not finish")
     a, b = f["window_s"]
     return (f"{SLO_LABEL.get(f['slo'], f['slo'])} missed: {f['class']} on {f['pool']}, {a:,.0f}-{b:,.0f} s "
             f"· cause: {CAUSE_LABEL.get(f['cause'], f['cause'])}")
@@ -51,6 +56,10 @@ def _n(x, fmt: str = "{:,}") -> str:
 def evidence_phrases(f: dict) -> list[str]:
     """The finding's evidence as short phrases, the cause's own facts first."""
     e, slo, cause = f["evidence"], f["slo"], f["cause"]
+    if f.get("partial"):
+        missed = e.get("missed_verdicts") or []
+        return [f"missed over what was simulated: {', '.join(missed)}" if missed else "nothing missed",
+                f"{e.get('requests_unfinished', 0):,} requests unfinished", "run it to its end for a diagnosis"]
     out = []
     if cause in ("autoscaler_lag", "cold_start"):
         out.append(f"{e.get('autoscaler', '?')} autoscaler: {_n(e.get('instances_max_before'))} instances before, "
@@ -75,11 +84,21 @@ def evidence_phrases(f: dict) -> list[str]:
         out.append(f"{e.get('fallback_share_of_slow', 0):.0%} of the slow requests on the fallback pool")
         if e.get("rejected_in_window"):
             out.append("rejected: " + ", ".join(f"{k} {v:,}" for k, v in e["rejected_in_window"].items()))
+    elif cause == "prefill_interference":
+        if e.get("slow_beside_prefill_share") is not None:
+            out.append(f"{e['slow_beside_prefill_share']:.0%} of slow decodes waited on other prefills "
+                       f"(median {_n(e.get('prefill_tokens_beside_slow_p50'), '{:,.0f}')} prompt tokens)")
+        out.append(f"TPOT P50 {value(slo, e.get('tpot_p50_s_beside_prefill'))} beside prefills, "
+                   f"{value(slo, e.get('tpot_p50_s_without_prefill'))} without")
+        if e.get("prefill_prompt_tokens_max_in_window") is not None:
+            out.append(f"prompts up to {e['prefill_prompt_tokens_max_in_window']:,} tokens")
     elif cause == "queueing" and e.get("queueing_share_of_ttft") is not None:
         out.append(f"queueing ~{e['queueing_share_of_ttft']:.0%} of mean TTFT "
                    f"({e.get('queued_per_instance', 0):,.1f} queued per instance)")
-    if cause in ("step_time", "autoscaler_lag", "cold_start", "queueing") and e.get("running_per_instance") is not None:
-        out.append(f"{e['running_per_instance']:,.0f} running per instance, busy {e.get('busy_fraction_mean') or 0:.0%}")
+    if cause in ("step_time", "prefill_interference", "undiagnosed", "autoscaler_lag", "cold_start", "queueing") \
+            and e.get("running_per_instance") is not None:
+        r = e["running_per_instance"]
+        out.append(f"{r:,.{1 if r < 10 else 0}f} running per instance, busy {e.get('busy_fraction_mean') or 0:.0%}")
     if e.get("overload_transitions_in_window"):
         k = len(e["overload_transitions_in_window"])
         out.append(f"{k} overload-ladder change{'s' if k > 1 else ''}")

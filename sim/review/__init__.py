@@ -11,8 +11,8 @@ from sim.review.evidence import RunEvidence
 from sim.review.verdict import verdicts
 
 
-def review(run, cluster, cols: dict, pool_columns: dict | None, duration_s: float) -> dict:
-    """`{"verdict": [...], "diagnosis": [...]}` for `summary.json`."""
+def review(run, cluster, cols: dict, pool_columns: dict | None, duration_s: float, *, partial: bool = False) -> dict:
+    """`{"verdict": [...], "diagnosis": [...]}` for `summary.json`; `partial`: the run was stopped before its end."""
     records = verdicts(cols, run.slo)
-    ev = RunEvidence.from_run(run, cluster, cols, pool_columns, duration_s)
+    ev = RunEvidence.from_run(run, cluster, cols, pool_columns, duration_s, partial=partial)
     return {"verdict": records, "diagnosis": diagnose(records, ev)}

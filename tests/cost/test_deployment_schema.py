@@ -68,3 +68,15 @@ def test_bad_values_name_the_pool_and_key(raw, message):
 def test_model_mismatches_are_input_errors(model, raw, message):
     with pytest.raises(InputError, match=message):
         build_layout(load_model(model), parse(raw), "scenario/s: pools.p")
+
+
+@pytest.mark.parametrize("model, tp, ok", [
+    ("llama3_8b", 3, False),    # 32 heads, 8 KV heads
+    ("llama3_8b", 16, True),    # more ranks than KV heads: each KV head replicated on 2 ranks
+    ("llama3_8b", 8, True),
+    ("deepseek_v3", 3, False),  # MLA: 128 heads
+])
+def test_tp_must_shard_heads_and_mlp_evenly(model, tp, ok):
+    from sim.core.cost.layout import tp_shards
+    m = load_model(model)
+    assert (not tp_shards(m, tp, 1)) is ok

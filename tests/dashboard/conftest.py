@@ -1,8 +1,9 @@
 """Fixture factory: result folders written per `docs/results.md`, good and broken, for the dashboard tests.
 
 `build_results(base)` lays out, under `base`:
-    runs/smoke/<5 runs>     two good runs (2 and 3 instances), one half-written (no DONE, newest), one with a
-                            corrupt timeseries.parquet, one with 1 instance that misses TTFT P99 (oldest)
+    runs/smoke/<6 runs>     two good runs (2 and 3 instances), one half-written (no DONE, newest), one with a
+                            corrupt timeseries.parquet, one partial (interrupted at 300 s, 1 instance, its summary
+                            still holding a diagnosis), one with 1 instance that misses TTFT P99 (oldest)
     multirun/2026-11-30/09-00-00/   a sweep over 1..4 instances: jobs 0..3 and sweep.parquet
     plans/ecommerce/        plan.json beside a sweep.parquet pointing at the sweep's jobs
     runs/calibrate/h100_sxm/ measurements.parquet and fit.json;  runs/validate/a100/validation.json
@@ -45,12 +46,15 @@ def _pct(x: np.ndarray, q: float) -> float:
 
 def make_run(path: Path, *, instances: int = 2, n: int = 2000, duration_s: float = 600.0, seed: int = 0,
              scenario: str = "smoke", done: bool = True, pools: tuple[str, ...] = ("main",),
-             autoscaler: str | None = None) -> dict:
+             autoscaler: str | None = None, run_status: str = "completed") -> dict:
     """Write a consistent run folder; more instances means lower latency and higher cost. Returns the summary.
-    With `autoscaler`, each pool's config names it with limits `min_instances: 1`, `max_instances: 2 x instances`."""
+    With `autoscaler`, each pool's config names it with limits `min_instances: 1`, `max_instances: 2 x instances`.
+    `run_status="interrupted"` is a run a signal stopped at `duration_s`, arrivals up to then, so requests are left in
+    flight."""
     rng = np.random.default_rng(seed + 7 * instances)
     path.mkdir(parents=True, exist_ok=True)
-    arrival = np.sort(rng.uniform(0, duration_s - 60.0, n))  # the last minute drains: few unfinished
+    drain_s = 0.0 if run_status == "interrupted" else 60.0  # a stopped run is cut mid-traffic: many in flight
+    arrival = np.sort(rng.uniform(0, duration_s - drain_s, n))  # a finished run's last minute drains: few unfinished
     prompt = np.maximum(1, rng.lognormal(6.0, 0.8, n)).astype(np.int64)
     output = np.maximum(1, rng.lognormal(4.5, 0.7, n)).astype(np.int64)
     load = 2.0 / instances  # latency grows as the fleet shrinks
@@ -107,7 +111,7 @@ def make_run(path: Path, *, instances: int = 2, n: int = 2000, duration_s: float
     usd = duration_s / 3600 * instances * USD_PER_INSTANCE_HOUR
     out_tokens = int(output[done_mask].sum())
     summary = {
-        "schema_version": SCHEMA_VERSION, "scenario": scenario, "seed": seed, "simulated_duration_s": duration_s, "wall_time_s": 1.5 * instances,
+        "schema_version": SCHEMA_VERSION, "status": run_status, "scenario": scenario, "seed": seed, "simulated_duration_s": duration_s, "wall_time_s": 1.5 * instances,
         "requests": {"arrived": n, **counts, "rejected_by_reason": by_reason},
         "latency_s": lat,
         "throughput": {"requests_per_s": counts["completed"] / duration_s,
@@ -235,7 +239,7 @@ def build_results(base: Path) -> dict[str, Path]:
     p = {"base": base, "runs": base / "runs", "multirun": base / "multirun",
          "good": runs / "2026-11-30_11-00-00", "good2": runs / "2026-11-30_10-00-00",
          "half": runs / "2026-11-30_12-00-00", "corrupt": runs / "2026-11-30_09-00-00",
-         "missed": runs / "2026-11-30_08-00-00",
+         "missed": runs / "2026-11-30_08-00-00", "partial": runs / "2026-11-30_08-30-00",
          "sweep": base / "multirun" / "2026-11-30" / "09-00-00", "plan": base / "plans" / "ecommerce",
          "calibration": base / "runs" / "calibrate" / "h100_sxm", "profile": base / "calibrate" / "profiles" /
          "h100_sxm.parquet", "validation": base / "runs" / "validate" / "a100", "empty": base / "empty"}
@@ -245,6 +249,7 @@ def build_results(base: Path) -> dict[str, Path]:
     (p["half"] / "summary.json").unlink()  # crashed before the summary
     make_run(p["corrupt"], instances=2, seed=4)
     make_run(p["missed"], instances=1, seed=5)  # TTFT P99 over its target: a diagnosis to show
+    make_run(p["partial"], instances=1, seed=6, duration_s=300.0, run_status="interrupted")  # a diagnosis not to show
     raw = (p["corrupt"] / "timeseries.parquet").read_bytes()
     (p["corrupt"] / "timeseries.parquet").write_bytes(raw[: len(raw) // 3])  # truncated mid-write
     sweep = make_sweep(p["sweep"])
@@ -265,7 +270,7 @@ def build_results(base: Path) -> dict[str, Path]:
             (base / "conf" / group / f"{name}.yaml").write_text(f"name: {name}\n")
     p["empty"].mkdir()
     for key, age in (("half", 0), ("good", 100), ("good2", 200), ("corrupt", 400), ("sweep", 300), ("plan", 350),
-                     ("missed", 500)):
+                     ("partial", 450), ("missed", 500)):
         _age(p[key], age)
     return p
 

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from dashboard import data
+
 APP = Path(__file__).resolve().parents[2] / "dashboard" / "streamlit_app.py"
 PAGES = {"run": None, "compare": "views/compare_page.py", "calibration": "views/calibration_page.py",
          "whatif": "views/whatif_page.py"}
@@ -74,6 +76,37 @@ def test_run_page_explains_a_half_written_run(results, app_env):
     assert not at.metric
 
 
+def test_run_page_marks_a_partial_run_and_names_no_cause(results, app_env):
+    app_env(results)
+    at = open_page("run")
+    picker = at.selectbox(key="run_pick")
+    assert "runs/smoke/2026-11-30_08-30-00 (partial)" in picker.options
+    assert "runs/smoke/2026-11-30_11-00-00" in picker.options  # a complete run is not marked
+    choose(picker, "(partial)").run()
+    no_exception(at)
+    assert at.selectbox(key="run_pick").value.path == results["partial"]
+    s = summary(results["partial"])
+    assert s["diagnosis"]  # the summary holds causes and knobs the page must not present
+    [banner] = texts(at, "warning")
+    assert banner == (f"Partial run: interrupted at simulated t = {s['simulated_duration_s']:,.1f} s; "
+                      f"{s['requests']['unfinished']:,} requests unfinished; latencies and costs cover only what was "
+                      "simulated.")
+    assert any(c.startswith("Partial run: no cause is named") for c in texts(at, "caption"))
+    shown = " ".join(texts(at, "markdown") + texts(at, "code"))
+    assert "cause:" not in shown and "Try:" not in shown
+    assert not any(knob in shown for f in s["diagnosis"] for knob in f["try"])
+    assert at.metric  # the figures of what was simulated are still shown
+
+
+def test_run_page_shows_a_complete_runs_diagnosis_without_a_partial_banner(results, app_env):
+    app_env(results)
+    at = open_page("run")
+    choose(at.selectbox(key="run_pick"), "2026-11-30_08-00-00").run()
+    no_exception(at)
+    assert not at.warning
+    assert any("cause: queueing" in m for m in texts(at, "markdown"))
+
+
 def test_run_page_explains_a_corrupt_parquet(results, app_env):
     app_env(results)
     at = open_page("run")
@@ -120,6 +153,22 @@ def test_compare_runs_highlights_the_cheapest_run_meeting_the_slo(results, app_e
     assert len(at.get("vega_lite_chart")) == 2  # Pareto and the side-by-side bars
     assert any(f"{len(chosen)} runs, all priced the same way. Cost model: analytical. No number here was measured"
                in c for c in texts(at, "caption")), texts(at, "caption")  # (the corrupt run's summary reads)
+
+
+def test_compare_leaves_a_partial_run_out_by_default_and_marks_it_when_picked(results, app_env):
+    app_env(results)
+    at = open_page("compare")
+    runs = at.multiselect(key="compare_runs")
+    # the four newest complete runs, though the partial one is newer than the last of them
+    assert [f.path for f in runs.value] == [results[k] for k in ("good", "good2", "corrupt", "missed")]
+    assert "runs/smoke/2026-11-30_08-30-00 (partial)" in runs.options
+    partial = next(f for f in data.discover([results["runs"]]) if f.path == results["partial"])
+    good = next(f for f in runs.value if f.path == results["good"])
+    runs.set_value([good, partial]).run()
+    no_exception(at)
+    table = at.dataframe[0].value
+    assert list(table["configuration"]) == ["runs/smoke/2026-11-30_11-00-00",
+                                            "runs/smoke/2026-11-30_08-30-00 (partial)"]
 
 
 def test_compare_sweep_reads_verdicts_from_the_jobs(results, app_env):

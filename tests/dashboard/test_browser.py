@@ -31,10 +31,16 @@ PAGES = [
                                                    "TTFT P99 missed: default on main", "cause: queueing",
                                                    "scenario.pools.main.instances=2", "Verdicts by class and pool"],
      8),
+    ("run-partial", "run?run=2026-11-30_08-30-00", ["Partial run: interrupted at simulated t = 300.0 s",
+                                                    "requests unfinished; latencies and costs cover only what was",
+                                                    "runs/smoke/2026-11-30_08-30-00 (partial)",
+                                                    "Partial run: no cause is named"], 8),
     ("compare", "compare", ["Cheapest configuration meeting the SLO", "Side by side"], 2),
     ("calibration", "calibration", ["Measured against fitted", "Roofline", "Error per op", "Provenance"], 3),
     ("whatif", "whatif", ["Baseline run", "Instances in pool main", "Run what-if"], 0),
 ]
+# page name -> texts that must not show: a partial run's diagnosis names no cause and suggests no knob
+ABSENT = {"run-partial": ["cause:", "Try:", "scenario.pools.main.instances="]}
 
 if not CHROMIUM.exists():
     pytest.skip("needs Debian's chromium at /usr/bin/chromium (`apt-get install -y chromium`)", allow_module_level=True)
@@ -111,6 +117,8 @@ def test_every_page_renders_in_a_real_browser(server, tmp_path):
                         page.screenshot(path=str(ARTIFACTS / f"{name}-failed.png"))
                         raise AssertionError(f"page {name}: {text!r} not shown (screenshot {name}-failed.png)")
                 page.wait_for_function(DRAWN_CHARTS, arg=charts, timeout=20_000)
+                for text in ABSENT.get(name, []):
+                    assert page.get_by_text(text, exact=False).count() == 0, f"page {name}: {text!r} shown"
                 assert page.locator('[data-testid="stException"]').count() == 0, name
                 assert page.get_by_text("Page not found").count() == 0, name
                 if name == "run-missed":  # the verdict tables' cells (the grid draws on a canvas; cells in the DOM)

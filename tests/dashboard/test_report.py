@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dashboard import report
+from dashboard import compare, report
 from dashboard.htmlkit import svg_renderer_available
 from dashboard.kpis import kpis
 
@@ -89,3 +89,37 @@ def test_cli_bad_folder_prints_one_line_and_exits_2(results, tmp_path, folder, e
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], done.stderr
     assert "Traceback" not in done.stderr and not (tmp_path / "out.html").exists()
+
+
+def test_partial_run_report_says_so_and_names_no_cause(results, tmp_path):
+    out = tmp_path / "partial.html"
+    assert report.main([str(results["partial"]), "-o", str(out)]) == 0
+    html = out.read_text()
+    summary = json.loads((results["partial"] / "summary.json").read_text())
+    assert summary["diagnosis"] and summary["requests"]["unfinished"] > 0  # what the report must not present
+    assert (f'<div class="banner partial">Partial run: interrupted at simulated t = '
+            f'{summary["simulated_duration_s"]:,.1f} s; {summary["requests"]["unfinished"]:,} requests unfinished; '
+            "latencies and costs cover only what was simulated.</div>") in html
+    assert "<h1>inferplan review: smoke (partial)</h1>" in html
+    assert "<title>inferplan review: smoke (partial)</title>" in html
+    assert ("Partial run: no cause is named and no change is suggested for a window the simulation did not "
+            "finish") in html
+    assert "cause:" not in html and "<p>Try:</p>" not in html
+    for finding in summary["diagnosis"]:
+        assert not any(knob in html for knob in finding["try"])
+
+
+def test_complete_run_report_has_no_partial_banner_and_keeps_its_diagnosis(results, tmp_path):
+    out = tmp_path / "missed.html"
+    assert report.main([str(results["missed"]), "-o", str(out)]) == 0
+    html = out.read_text()
+    assert "Partial run" not in html and "(partial)" not in html
+    assert "cause: queueing" in html and "<p>Try:</p>" in html
+
+
+def test_comparison_report_marks_a_partial_run_by_name(results):
+    df, notes = compare.runs_frame([results["good"], results["partial"]],
+                                   ["runs/smoke/2026-11-30_11-00-00", "runs/smoke/2026-11-30_08-30-00"])
+    html = "\n".join(report.comparison_sections(df, "inferplan comparison", "chosen runs", notes))
+    assert "<td>runs/smoke/2026-11-30_08-30-00 (partial)</td>" in html  # the side-by-side table
+    assert "<td>runs/smoke/2026-11-30_11-00-00</td>" in html

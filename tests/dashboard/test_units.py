@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pandas as pd
@@ -46,6 +47,26 @@ def test_open_run_reads_a_good_run(results):
     assert run.scenario == "smoke" and set(run.schemas) == {"requests", "timeseries", "pools"}
     assert run.overrides == ("scenario=smoke", "scenario.fleet.pools.main.instances=3")
     assert "load_multiplier" in run.config_yaml
+
+
+def test_an_interrupted_run_is_found_partial_and_labelled_so(results):
+    found = {f.path: f for f in data.discover([results["runs"]])}
+    assert found[results["partial"]].partial is True
+    assert not any(f.partial for path, f in found.items() if path != results["partial"])
+    run = data.open_run(results["partial"])
+    assert run.partial and run.title == "smoke (partial)"
+    assert data.open_run(results["good"]).title == "smoke"
+    assert data.run_label("runs/smoke/x", True) == "runs/smoke/x (partial)"
+
+
+def test_a_summary_rewritten_as_interrupted_is_noticed(factory, tmp_path):
+    run = tmp_path / "runs" / "smoke" / "r"
+    factory.make_run(run, n=200)
+    assert not data.discover([tmp_path / "runs"])[0].partial
+    summary = json.loads((run / "summary.json").read_text())
+    (run / "summary.json").write_text(json.dumps({**summary, "status": "interrupted"}))
+    os.utime(run / "summary.json", ns=(1, 1))  # a different modification time, whatever the clock's resolution
+    assert data.discover([tmp_path / "runs"])[0].partial
 
 
 @pytest.mark.parametrize("damage, message", [
@@ -172,6 +193,31 @@ def test_sweep_frame_fills_verdicts_from_jobs_and_labels_by_varying_overrides(re
     assert list(ann["cheapest"]) == [False, True, False, False]
 
 
+def test_sweep_frame_marks_a_partial_job_by_its_summary_or_by_the_sweep_status(factory, tmp_path):
+    factory.make_sweep(tmp_path / "sweep", counts=(1, 2, 3))
+    job = tmp_path / "sweep" / "1" / "summary.json"
+    job.write_text(json.dumps({**json.loads(job.read_text()), "status": "interrupted"}))
+    df, _ = compare.sweep_frame(tmp_path / "sweep")
+    assert list(df["label"]) == ["scenario.fleet.pools.main.instances=1",
+                                 "scenario.fleet.pools.main.instances=2 (partial)",
+                                 "scenario.fleet.pools.main.instances=3"]
+    pd.DataFrame({"instances": [1, 2], "status": ["completed", "interrupted"], "usd": [1.0, 2.0]}).to_parquet(
+        tmp_path / "sweep.parquet")  # no run_dir: only the sweep's own status column
+    df, _ = compare.sweep_frame(tmp_path)
+    assert list(df["label"]) == ["instances=1", "instances=2 (partial)"]
+
+
+def test_runs_frame_marks_a_partial_run(results):
+    df, notes = compare.runs_frame([results["good"], results["partial"]], ["good", "stopped"])
+    assert not notes and list(df["label"]) == ["good", "stopped (partial)"]
+
+
+def test_pareto_point_names_keep_the_partial_mark_when_cut():
+    assert charts.short_label("runs/smoke/2026-11-30_08-30-00 (partial)") == "runs/smoke/2026-11-30… (partial)"
+    assert charts.short_label("x" * 40) == "x" * 31 + "…"
+    assert charts.short_label("short (partial)") == "short (partial)"
+
+
 def test_sweep_frame_without_run_dirs_judges_from_targets(tmp_path):
     pd.DataFrame({"instances": [1, 2], "ttft_p99_s": [3.0, 1.0], "slo_ttft_p99_s": [2.0, 2.0],
                   "usd": [1.0, 2.0]}).to_parquet(tmp_path / "sweep.parquet")
@@ -290,3 +336,12 @@ def test_whatif_finds_autoscaler_limits_only_for_autoscaled_pools():
     assert whatif.find_limit_keys(config, ["l40s", "cpu"]) == {
         "l40s": {"min_instances": ("scenario.pools.l40s.min_instances", 4),
                  "max_instances": ("scenario.pools.l40s.max_instances", 32)}}
+
+
+def test_a_partial_run_is_never_the_cheapest_meeting_the_slo():
+    import pandas as pd
+    from dashboard.compare import annotate
+    df = pd.DataFrame({"label": ["a", "b (partial)"], "partial": [False, True], "total_usd": [10.0, 2.0],
+                       "ttft_p99_s": [1.0, 0.5], "slo_met": [True, True]})
+    out = annotate(df, "total_usd", "ttft_p99_s")
+    assert out["cheapest"].tolist() == [True, False]

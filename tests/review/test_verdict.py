@@ -73,4 +73,7 @@ def test_the_run_wide_rows_agree_with_the_summary_verdicts():
         assert row["achieved"] == pytest.approx(s["latency_s"][slo[:4]]["p99"])
     assert _find(s["verdict"], "tpot_p99", "all", "all")["status"] == "missed"
     assert s["diagnosis"] and s["diagnosis"][0]["slo"] == "tpot_p99"
-    assert s["diagnosis"][0]["cause"] in ("step_time", "queueing")
+    # Every decode misses 5 ms, also those that met no prefill, at fewer than 8 running per instance: neither
+    # large batches nor prefill interference explains it, so no cause is named
+    assert s["diagnosis"][0]["cause"] == "undiagnosed" and s["diagnosis"][0]["try"] == []
+    assert s["diagnosis"][0]["evidence"]["tpot_p50_s_without_prefill"] > 0.005

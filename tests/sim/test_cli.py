@@ -44,6 +44,13 @@ def test_smoke_writes_the_documented_run_folder(tmp_path):
     ("+scenario.pools.main.engine={name: vllm_v1, max_num_seqs: lots}",
      "pools.main: engine: max_num_seqs: has the wrong type: 'lots' (fix: give a int)"),
     ("+scenario.placement={routes: {chat: main}}", "placement.routes.chat: must be a list of pool names"),
+    # refused before anything is allocated, with the limit this machine's memory sets
+    ("scenario.traffic.num_requests=1e12", "traffic.num_requests: 1,000,000,000,000 requests would need about"),
+    ("seed=abc", "conf/config.yaml: seed: must be a whole number >= 0, got 'abc'"),
+    ("scenario.slo.ttft_p99_s=0", "slo.ttft_p99_s: must be a latency > 0 s, got 0"),
+    ("scenario.slo.tpot_p99_s=-0.1", "slo.tpot_p99_s: must be a latency > 0 s, got -0.1"),
+    # Llama-3-8B: 32 heads, 8 KV heads, 14,336 intermediate: engines shard them evenly over TP ranks
+    ("+scenario.pools.main.tp=3", "tp: tp=3 does not divide llama3_8b's 32 attention heads"),
 ])
 def test_config_mistakes_give_one_line_and_exit_2(tmp_path, override, expected):
     proc = run_sim(override, f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path)

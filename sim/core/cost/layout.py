@@ -54,8 +54,37 @@ def _split(n: int, parts: int) -> list[int]:
     return [n // parts + (1 if i < n % parts else 0) for i in range(parts)]
 
 
+def tp_shards(m: ModelSpec, tp: int, ep: int) -> list[str]:
+    """What `tp` cannot shard evenly the way the engines shard it (empty: nothing). vLLM, SGLang and TensorRT-LLM
+    split attention heads evenly over TP ranks; KV heads too, or, with more ranks than KV heads, replicate each on
+    tp / kv_heads ranks (vLLM `QKVParallelLinear`); the MLP's intermediate dimension column-wise; routed experts
+    without expert parallelism like the MLP (with it, whole experts go to ranks: checked by `ep`)."""
+    bad = []
+    if m.num_heads % tp:
+        bad.append(f"{m.num_heads} attention heads")
+    kv = m.num_kv_heads
+    if m.attention_kind != "mla" and kv % tp and tp % kv:
+        bad.append(f"{kv} KV heads (nor is tp a multiple of them)")
+    dense_layers = m.num_layers - m.num_moe_layers
+    if dense_layers and m.intermediate_size % tp:
+        bad.append(f"the MLP's {m.intermediate_size} intermediate size")
+    if m.moe is not None and ep == 1 and m.moe.expert_intermediate_size % tp:
+        bad.append(f"the experts' {m.moe.expert_intermediate_size} intermediate size")
+    return bad
+
+
+def _check_tp(m: ModelSpec, dep: Deployment, where: str) -> None:
+    bad = tp_shards(m, dep.tp, dep.ep)
+    if bad:
+        fits = [t for t in range(1, 65) if not tp_shards(m, t, dep.ep if dep.ep == 1 else t * dep.dp)]
+        raise InputError(where, "tp", f"tp={dep.tp} does not divide {m.name}'s {' or '.join(bad)}, which the "
+                         "serving engines shard evenly over tensor-parallel ranks",
+                         f"use tp in {{{', '.join(map(str, fits))}}}")
+
+
 def build_layout(m: ModelSpec, dep: Deployment, where: str) -> Layout:
     """Check `dep` against the model and place it; every mismatch is an `InputError` with the fix."""
+    _check_tp(m, dep, where)
     def fail(key: str, problem: str, fix: str):
         raise InputError(where, f"deployment.{key}", problem, fix)
 
