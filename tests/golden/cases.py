@@ -1,9 +1,10 @@
 """Golden outputs: every scenario and every policy, run small, hashed.
 
-The refactors of the engine (issue 19) and its speed work must leave what a run writes unchanged. Each case is a
-short run of a shipped config; its fingerprint is the SHA-256 of every Parquet file in the run folder and of the
-summary restricted to the keys it had when the golden file was written (new keys may be added; the values of
-existing ones may not change). `wall_time_s` is measured, not simulated, and is left out.
+Refactors of the engine must leave what a run writes unchanged. Each case is a short run of a shipped config; its
+fingerprint is the SHA-256 of every Parquet file in the run folder (with each column's hash and sum, to say which
+column changed and by how much) and the summary's values restricted to the keys it had when the golden file was
+written (new keys may be added; the values of existing ones may not change). `wall_time_s` is measured, not
+simulated, and is left out. A difference is reported as the columns and summary values that changed.
 
     python tests/golden/cases.py            # compare with tests/golden/outputs.json
     python tests/golden/cases.py --write    # rewrite it (only for an intended change of output; say why)
@@ -42,19 +43,70 @@ def _canonical(value) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
 
 
+def _column_facts(table) -> dict:
+    """Per column: SHA-256 of its values and, for numbers, their sum (what a difference report shows)."""
+    import numpy as np
+    import pyarrow as pa
+
+    facts = {}
+    for name in table.column_names:
+        col = table.column(name)
+        numeric = pa.types.is_integer(col.type) or pa.types.is_floating(col.type)
+        if numeric:
+            values = col.to_numpy(zero_copy_only=False)
+            facts[name] = {"sha256": hashlib.sha256(np.ascontiguousarray(values).tobytes()).hexdigest(),
+                           "sum": float(np.nansum(values.astype(np.float64)))}
+        else:
+            facts[name] = {"sha256": hashlib.sha256(_canonical([str(v) for v in col.to_pylist()])).hexdigest()}
+    return facts
+
+
 def fingerprint(run_dir: Path, summary_keys: list[str] | None = None) -> dict:
-    """{relative Parquet path: SHA-256, "summary.<key>": SHA-256 of that key's value} over the listed keys (default:
-    every key the summary has but the volatile ones), so that a difference names the section that changed."""
-    out = {str(p.relative_to(run_dir)): hashlib.sha256(p.read_bytes()).hexdigest()
-           for p in sorted(run_dir.rglob("*.parquet"))}
+    """{"files": {Parquet path: SHA-256}, "columns": {path: {column: facts}}, "summary": {key: value}} over the
+    listed summary keys (default: every key the summary has but the volatile ones). The files' hashes decide
+    equality; the columns and the summary values say what changed when they differ."""
+    import pyarrow.parquet as pq
+
+    parquet = sorted(run_dir.rglob("*.parquet"))
     summary = json.loads((run_dir / "summary.json").read_text())
     keys = sorted(summary_keys if summary_keys is not None else set(summary) - VOLATILE)
-    out.update({f"summary.{k}": hashlib.sha256(_canonical(summary.get(k))).hexdigest() for k in keys})
-    return out
+    return {"files": {str(p.relative_to(run_dir)): hashlib.sha256(p.read_bytes()).hexdigest() for p in parquet},
+            "columns": {str(p.relative_to(run_dir)): _column_facts(pq.read_table(p)) for p in parquet},
+            "summary": {k: summary.get(k) for k in keys}}
 
 
 def summary_keys(entry: dict) -> list[str]:
-    return sorted(k.removeprefix("summary.") for k in entry if k.startswith("summary."))
+    return sorted(entry.get("summary", {}))
+
+
+def _leaves(old, new, path: str):
+    """(path, old, new) for every differing leaf of two JSON values."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        for k in sorted(set(old) | set(new), key=str):
+            yield from _leaves(old.get(k), new.get(k), f"{path}.{k}")
+    elif isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        for i, (a, b) in enumerate(zip(old, new)):
+            yield from _leaves(a, b, f"{path}[{i}]")
+    elif old != new:
+        yield path, old, new
+
+
+def differences(golden: dict, now: dict, limit: int = 20) -> list[str]:
+    """What differs between a recorded fingerprint and a new one, as readable lines (empty: equal)."""
+    if "error" in now:
+        return [f"error: {now['error']}"]
+    lines = []
+    for path, sha in golden.get("files", {}).items():
+        if now["files"].get(path) != sha:
+            old_cols, new_cols = golden.get("columns", {}).get(path, {}), now["columns"].get(path, {})
+            changed = [c for c in sorted(set(old_cols) | set(new_cols)) if old_cols.get(c) != new_cols.get(c)]
+            detail = ", ".join(f"{c} (sum {old_cols.get(c, {}).get('sum')} -> {new_cols.get(c, {}).get('sum')})"
+                               if "sum" in old_cols.get(c, {}) or "sum" in new_cols.get(c, {}) else c
+                               for c in changed) or "the bytes (no column's values)"
+            lines.append(f"{path}: {detail}")
+    for key, old in golden.get("summary", {}).items():
+        lines += [f"summary{p}: {a!r} -> {b!r}" for p, a, b in _leaves(old, now["summary"].get(key), f".{key}")]
+    return lines[:limit] + ([f"... {len(lines) - limit} more"] if len(lines) > limit else [])
 
 
 def run_case(overrides: list[str], run_dir: Path) -> Path:
@@ -90,10 +142,9 @@ def main(argv: list[str]) -> int:
         return 0
     golden = json.loads(GOLDEN.read_text())
     now = compute(golden=golden)
-    bad = [n for n in CASES if now[n] != golden.get(n)]
+    bad = [n for n in CASES if differences(golden.get(n, {}), now[n])]
     for n in bad:
-        diff = now[n].get("error") or ", ".join(k for k in now[n] if now[n][k] != golden.get(n, {}).get(k))
-        print(f"{n}: differs in {diff}")
+        print(f"{n}:\n  " + "\n  ".join(differences(golden.get(n, {}), now[n])))
     print("golden outputs:", "all equal" if not bad else f"{len(bad)} of {len(CASES)} differ")
     return 1 if bad else 0
 
