@@ -42,9 +42,7 @@ class StepCost:
     `hidden_s` is communication that ran under compute (two-micro-batch overlap): real work, but not part of the
     iteration's time, so it is not in `parts`.
 
-    A value: never changed once made (the step cache hands the same one to every instance of a pool). A plain
-    class rather than a frozen dataclass: one is made for most iterations a run prices, and a frozen dataclass's
-    generated `__init__` is interpreted Python (about 0.9 us) where this one is compiled with sim/core.
+    A value: never changed once made (the step cache hands the same one to every instance of a pool).
     """
 
     __slots__ = ("total_s", "parts", "hidden_s")

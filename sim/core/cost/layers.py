@@ -39,14 +39,12 @@ class Work(NamedTuple):
 
 
 def work(fields: tuple) -> Work:
-    """A Work from its eight fields in order, without the named tuple's interpreted constructor (made for every
-    iteration priced in full)."""
+    """A Work from its eight fields in order."""
     return tuple.__new__(Work, fields)
 
 
 class LayerCost:
-    """One layer's priced parts (a plain class, compiled with sim/core: a dataclass's generated `__init__` would be
-    interpreted Python, and one is made for every layer priced)."""
+    """One layer's priced parts: compute by part, overlappable communication, host fetches, kernel launches."""
 
     __slots__ = ("compute", "comm_s", "fetch_s", "launches")
 

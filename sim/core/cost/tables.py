@@ -6,19 +6,17 @@ which order, changes only how much is priced, never a value. So one model can se
 `BatchShape`'s fields but its decode context sum) and one bound (`KEPT_VALUES` floats in all):
 
 * decode-only shapes: a `StepTable` of step costs over a window of context sums; a run of decode iterations whose
-  contexts grow by one token per sequence per step is a strided slice of it (`decode_steps`), summed in compiled
-  loops without per-run arrays;
+  contexts grow by one token per sequence per step is a strided slice of it (`decode_steps`), summed without
+  per-run arrays;
 * prefill-only shapes: the `StepCost` by shape (their context sum is 0);
 * below the steps, a layer's context-free part by its work (`layers.LayerPricer.layer`), split into the part that
   depends on its rows only and its prefill attention, each kept by what it depends on, and op times by their
   arguments (`layers.LayerPricer.gemm`): steps of different shapes share them.
 
 Mixed shapes (prefill chunks and decodes) are composed in full at their context sum, from those kept parts: most
-are met once (85% of the 50,755 mixed steps of `ecommerce_peak`'s default window, 40% of the Vidur workload's
-39,888), so keeping a per-shape form over the decode context cost more than it saved (the form removed in
-issue 24: 47-53 us a mixed step on the Vidur workload against 32 us composed in full).
+mixed shapes occur once in a run, so a per-shape form over the decode context would be built for nothing.
 
-The pricing itself comes from the cost model through callbacks (`sim.core.cost.roofline`). Compiled with mypyc.
+The pricing itself comes from the cost model through callbacks (`sim.core.cost.roofline`).
 """
 from __future__ import annotations
 

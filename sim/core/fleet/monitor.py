@@ -7,7 +7,7 @@ from typing import ClassVar, Final
 
 import numpy as np
 
-_TRIM_EVERY: Final = 1024  # (a native constant where compiled; `Window.TRIM_EVERY` reads the same)
+_TRIM_EVERY: Final = 1024  # values appended between two trims of a window (bounds its memory unread)
 
 
 class Window:
@@ -17,7 +17,7 @@ class Window:
     typed arrays (it runs for every request); old values are dropped when the window is read, and every
     TRIM_EVERY adds so that memory stays bounded when nobody reads it."""
 
-    TRIM_EVERY: ClassVar[int] = _TRIM_EVERY  # (a class variable: compiled classes keep it readable from the class)
+    TRIM_EVERY: ClassVar[int] = _TRIM_EVERY
 
     def __init__(self, window_s: float) -> None:
         if not window_s > 0:

@@ -35,7 +35,7 @@ class OverloadConfig:
 
 class OverloadLadder:
     """The ladder's level, moved by `update` from the windowed P99 TPOT that finished requests feed
-    (`observe_tpot`, once per request: compiled, see setup.py)."""
+    (`observe_tpot`, once per request)."""
 
     def __init__(self, cfg: OverloadConfig) -> None:
         self.cfg = cfg

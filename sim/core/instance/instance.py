@@ -21,7 +21,7 @@ from sim.core.instance.kv_cache import BlockManager
 from sim.core.instance.request_state import SimRequest
 from sim.core.instance.itl import ItlSketch
 
-_N_PARTS: Final = len(PARTS)  # (Final: a native constant in compiled code, not a globals lookup)
+_N_PARTS: Final = len(PARTS)  # a step cost's parts vector length
 
 # What the instance is doing between events.
 IDLE, WAKE, TIMER, STEP, RUN, APPLY = "idle", "wake", "timer", "step", "run", "apply"
@@ -53,7 +53,7 @@ class _Run:
             t, k = self.head_end_s, m - 1
         if stride == 0:  # (a table of one constant step)
             step = times[i]
-            for _j in range(k):  # (a named counter: mypyc boxes `_`)
+            for _j in range(k):  # the sum stepping makes: one addition per iteration, in order
                 t += step
             return t
         for step in times[i:i + k * stride:stride]:  # (a slice: its items are read without bounds checks)

@@ -16,8 +16,7 @@ class Router(Protocol):
 
 
 def least_loaded(instances: Sequence[Instance]) -> Instance:
-    """The instance with the fewest outstanding requests, ties to the lowest index (a compiled loop: it runs over
-    every instance for every request routed)."""
+    """The instance with the fewest outstanding requests, ties to the lowest index."""
     best = instances[0]
     for inst in instances:
         if inst.outstanding < best.outstanding or (inst.outstanding == best.outstanding and inst.index < best.index):

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 class LeastKVRouter:
     def __init__(self) -> None:
-        """No parameters (an explicit constructor: a compiled class without one would accept any keyword, so a
-        misspelt yaml key would pass unnoticed)."""
+        """No parameters: a key given in the router's yaml is refused."""
 
     def route(self, req, instances):
         return min(instances, key=lambda inst: (inst.kv.active_utilization, inst.outstanding, inst.index))

@@ -6,8 +6,7 @@ from sim.core.router.base import least_loaded
 
 class LeastOutstandingRouter:
     def __init__(self) -> None:
-        """No parameters (an explicit constructor: a compiled class without one would accept any keyword, so a
-        misspelt yaml key would pass unnoticed)."""
+        """No parameters: a key given in the router's yaml is refused."""
 
     def route(self, req, instances):
         return least_loaded(instances)

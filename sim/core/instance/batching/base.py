@@ -125,7 +125,7 @@ def steady_decode_steps(batch: ScheduledBatch, kv: BlockManager) -> int:
                     or req.prefix_hashes is not None or req.handoff):
                 return 0
     steps = -1
-    for req, _ in items:  # (plain loops: a generator expression is an object per call in compiled code)
+    for req, _ in items:
         left = req.output_tokens - req.num_output_tokens
         if steps < 0 or left < steps:
             steps = left

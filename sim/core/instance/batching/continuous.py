@@ -50,7 +50,7 @@ class ContinuousBatching:
         items: list[tuple[SimRequest, int]] = []
         preempted = False
         i = 0
-        running, kv, lookahead = self.running, self.kv, self.lookahead_tokens  # (kv.grow: a native call)
+        running, kv, lookahead = self.running, self.kv, self.lookahead_tokens
         while i < len(running) and budget > 0:
             req = running[i]
             c = req.num_computed_tokens
