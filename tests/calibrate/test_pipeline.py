@@ -77,8 +77,23 @@ def test_second_run_measures_nothing_new(make_settings):
     assert len(read_measurements(second.measurements_path)[0]) == first.sweep.measured
 
 
-def test_budget_stops_cleanly_keeps_points_and_resume_finishes(make_settings, step_clock):
-    stopped = run_calibration(make_settings(budget_s=6.0), clock=step_clock(0.02))
+@pytest.fixture
+def one_read_timer(monkeypatch):
+    """A timer that reads the budget's clock once per point. The real one reads it before every launch, and how
+    many launches it makes depends on how busy the machine is: with a fake clock that would decide how far the
+    budget reaches. The timings are not what these tests are about."""
+    import calibrate.run as run_module
+    from calibrate.timing import Timing
+
+    def one_read(bench, control=None):
+        if control is not None:
+            control.check()
+        return Timing(1e-5, 1e-5, 1e-5, 3)
+    monkeypatch.setattr(run_module, "_timer", lambda device, grid: one_read)
+
+
+def test_budget_stops_cleanly_keeps_points_and_resume_finishes(make_settings, step_clock, one_read_timer):
+    stopped = run_calibration(make_settings(budget_s=6.0), clock=step_clock(0.1))
     assert stopped.sweep.stopped_by_budget and stopped.sweep.remaining > 0
     kept = read_measurements(stopped.measurements_path)[0]
     assert 0 < len(kept) == stopped.sweep.measured
@@ -88,18 +103,8 @@ def test_budget_stops_cleanly_keeps_points_and_resume_finishes(make_settings, st
     assert resumed.sweep.reused == len(kept) and resumed.sweep.measured == stopped.sweep.remaining
 
 
-def test_points_are_spread_over_every_op_when_the_budget_is_short(make_settings, step_clock, monkeypatch):
-    # The timer here reads the budget's clock once per point: the real one reads it per launch, and how many
-    # launches it makes depends on how busy the machine is, which would decide how far a fake budget reaches.
-    import calibrate.run as run_module
-    from calibrate.timing import Timing
-
-    def one_read(bench, control=None):
-        if control is not None:
-            control.check()
-        return Timing(1e-5, 1e-5, 1e-5, 3)
-    monkeypatch.setattr(run_module, "_timer", lambda device, grid: one_read)
-    result = run_calibration(make_settings(budget_s=8.0), clock=step_clock(0.2))
+def test_points_are_spread_over_every_op_when_the_budget_is_short(make_settings, step_clock, one_read_timer):
+    result = run_calibration(make_settings(budget_s=8.0), clock=step_clock(0.1))
     assert result.sweep.stopped_by_budget and result.sweep.remaining > 0  # the budget did cut the sweep short
     ops = {r["op"] for r in read_measurements(result.measurements_path)[0]}
     assert ops == {"gemm", "attn_decode", "elementwise"}  # round robin, not gemm first
