@@ -1,8 +1,10 @@
 """`python -m sim scenario=<name> [overrides]`: compose -> validate -> build the workload -> simulate -> write.
 
 Results go to Hydra's run folder, `runs/<scenario>/<timestamp>/` (see docs/results.md); a compact summary table is
-printed. Config mistakes exit with status 2 and one line on stderr. SIGINT/SIGTERM stop the simulation at an event
-boundary, write what was simulated (`status: interrupted`) and exit 130/143 with one line.
+printed, its first line the verdict (`PASS` or `FAIL: <the SLOs it misses>`); with `check=true` a FAIL exits 1
+once everything is written (in a sweep: the sweep exits 1 if any job missed). Config mistakes exit with status 2
+and one line on stderr. SIGINT/SIGTERM stop the simulation at an event boundary, write what was simulated
+(`status: interrupted`) and exit 130/143 with one line.
 
 In a sweep (`-m`) a job that fails (a configuration that cannot be built, or a bug) does not stop the others: its
 folder gets `FAILED` (the one-line error; a bug's traceback in `error.log`), `sweep.parquet` lists every job with its
@@ -34,6 +36,7 @@ from sim.api import RunInterrupted, run_composed
 from sim.config import RunConfig
 from sim.compose import compose_config
 from sim.report import print_summary
+from sim.results.gate import passed
 from sim.results.schema import ERROR_LOG, FAILED
 from sim.results.write import mark_interrupted
 
@@ -56,6 +59,14 @@ def _sweep_variants(argv: list[str]) -> list[list[str]]:
     return variants
 
 
+
+
+def check_flag(cfg) -> bool:
+    """The top-level `check` key (conf/config.yaml): a boolean, or one line and exit 2."""
+    value = cfg.get("check", False)
+    if not isinstance(value, bool):
+        raise InputError("conf/config.yaml", "check", f"must be true or false, got {value!r}", "give check=true")
+    return value
 
 
 def _run_task(cfg: DictConfig, run: RunConfig | None = None):
@@ -105,7 +116,7 @@ def _job_failed(out_dir: Path, message: str) -> dict:
 _task = hydra.main(config_path=str(CONF_DIR), config_name="config", version_base=None)(_run_task)
 
 
-def _single_run(argv: list[str]) -> None:
+def _single_run(argv: list[str]) -> int:
     """A plain run (no flags): composed once, validated, then run as Hydra's job. `hydra.main` would compose the
     config three times (once only to read `hydra.mode`, once more in `Hydra.run`), re-reading every config file
     (0.15-0.25 s a composition here). This is `Hydra.run` after its composition (callbacks, `run_job`), so the run
@@ -123,36 +134,40 @@ def _single_run(argv: list[str]) -> None:
         with exit_on_input_error():  # (refused here: no run folder is made)
             cfg = compose_run(hy, [*argv, "hydra.mode=RUN"])  # (as hydra.main records it)
             run = load_run_config(task_config(cfg))
+            check = check_flag(cfg)
         callbacks = Callbacks(cfg)
         callbacks.on_run_start(config=cfg, config_name="config")
         ret = run_job(hydra_context=HydraContext(config_loader=hy.config_loader, callbacks=callbacks),
                       task_function=lambda c: _run_task(c, run), config=cfg, job_dir_key="hydra.run.dir",
                       job_subdir_key=None, configure_logging=True)
         callbacks.on_run_end(config=cfg, config_name="config", job_return=ret)
-        _ = ret.return_value  # (re-raises what the job raised)
+        summary = ret.return_value  # (re-raises what the job raised)
+    # the gate: with check=true a run that misses an SLO exits 1, after its folder and summary are written
+    return 1 if check and not passed(summary) else 0
 
 
-def main() -> bool:
-    """The CLI; True when it was a plain run (one simulation in this process: no launcher, no worker)."""
+def main() -> int | None:
+    """The CLI; the exit status of a plain run (one simulation in this process: no launcher, no worker), None for
+    a sweep (Hydra's launcher ends it)."""
     argv = sys.argv[1:]
     flags = [a for a in argv if a.startswith("-")]
     try:
         with signals_raise():
             if not flags and not any(a.startswith(("hydra.mode", "+hydra.mode", "++hydra.mode")) for a in argv):
-                _single_run(argv)
-                return True
+                return _single_run(argv)
             if all(f in ("-m", "--multirun") for f in flags):
                 from sim.config import load_run_config
                 with exit_on_input_error():
                     for overrides in _sweep_variants([a for a in argv if not a.startswith("-")]):
                         load_run_config(compose_config(overrides))
             _task()
-            return False
+            return None
     except KeyboardInterrupt as stop:  # before a run folder exists (composition, validation)
         print("interrupted before the simulation ran; nothing written", file=sys.stderr)
         raise SystemExit(128 + signum_of(stop)) from None
 
 
 if __name__ == "__main__":
-    if main():
-        finish(0)  # (a plain run that ended normally: its files are written; skip freeing its objects one by one)
+    code = main()
+    if code is not None:
+        finish(code)  # (a plain run that ended normally: its files are written; skip freeing its objects one by one)

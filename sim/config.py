@@ -271,7 +271,7 @@ def load_run_config(cfg) -> RunConfig:
     """Validate a composed config (DictConfig or plain dict) into a `RunConfig`."""
     d = _plain(cfg)
     allowed = {"seed", "scenario", "batching", "router", "autoscaler", "cost", "metrics", "fast_forward",
-               "calibration", "engine", "hydra"}
+               "calibration", "engine", "hydra", "check"}  # check: the CLI's gate (sim/__main__.py), not the run's
     unknown = sorted(set(d) - allowed)
     if unknown:
         raise InputError("conf/config.yaml", unknown[0], "unknown top-level key", f"valid keys: {', '.join(sorted(allowed - {'hydra'}))}")

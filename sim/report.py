@@ -1,7 +1,8 @@
 """The compact terminal summary printed after a run: fits 80 columns, lines break only between phrases.
 
-A latency table with the run-wide verdicts, a per-class x per-pool verdict table, the diagnosis of what missed
-(sim/review), then requests, throughput and cost, pools, the cost model's provenance and the invariants.
+The first line is the verdict (`PASS` or `FAIL: <the SLOs it misses>`, sim/results/gate.py); then a latency
+table with the run-wide verdicts, a per-class x per-pool verdict table, the diagnosis of what missed (sim/review),
+then requests, throughput and cost, pools, the cost model's provenance and the invariants.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from sim.results.gate import verdict_line
 from sim.results.text import SLO_LABEL, finding_lines, mark, target, wrap
 from sim.terminal import WIDTH, ms
 
@@ -74,6 +76,7 @@ def verdict_table(records: list[dict]) -> tuple[Table | None, list[str]]:
 def print_summary(s: dict, run_dir: Path | str) -> None:
     console = Console(highlight=False, width=WIDTH, soft_wrap=True)
     say = console.print
+    say(verdict_line(s), markup=False)  # first line: the gate (`PASS` / `FAIL: ...`), for automated review
     if s.get("status") == "interrupted":
         say(f"[bold]interrupted[/bold] at simulated t = {s['simulated_duration_s']:,.1f} s: "
             "figures cover what was simulated")

@@ -4,7 +4,8 @@ Read first: `planner.py` (one plan end to end), `search.py` (bisection of instan
 choices, in parallel rounds), `evaluate.py` (compose -> cache -> simulate). Around them: `space.py` (the
 `search.<key>=<choices>` syntax), `options.py` (the command line), `cache.py` (results by config hash),
 `executors.py` (inline, local processes, Ray), `slo.py` (checks and margins), `result.py` (chosen, next cheaper,
-frontier, plan.json), `output.py` (the plan folder), `console.py` (progress and report). See docs/planning.md.
+frontier, plan.json), `output.py` (the plan folder), `console.py` (progress, verdict and report), `deploy/` (the
+chosen configuration as launch commands, Kubernetes objects and a bill of materials). See docs/planning.md.
 """
 from sim.plan.options import PlanOptions, PlanRequest, parse_args
 from sim.plan.planner import plan

@@ -6,10 +6,13 @@ policy that meets the scenario's SLOs.
 
 Options: jobs=N, ray_address=local|auto|ray://<head>:10001, out_dir=..., cache_dir=plans/.cache, cache=false,
 objective=usd|usd_per_million_output_tokens|node_hours, progress=auto|true|false, mode=search|day (day: the
-fewest prefill/decode units per window of a day, `python -m sim.plan scenario=deepseek_v3_day mode=day`). See
-docs/planning.md.
-Exit status: 0 when a configuration meets the SLOs, 1 when none does, 2 for bad input (one line on stderr), 130/143
-on SIGINT/SIGTERM (what finished is written, `plan.json` `status: interrupted`; the cache resumes the rest).
+fewest prefill/decode units per window of a day, `python -m sim.plan scenario=deepseek_v3_day mode=day`),
+check=true (the gate), deploy=<folder> (the chosen configuration as engine launch commands, Kubernetes objects,
+autoscaler, gateway settings and a bill of materials: sim/plan/deploy). See docs/planning.md.
+The first line printed is the verdict: PASS, or FAIL: <what the cheapest configuration misses>.
+Exit status: 0 when a configuration meets the SLOs, 1 when none does (with or without check=true), 2 for bad input
+(one line on stderr), 130/143 on SIGINT/SIGTERM (what finished is written, `plan.json` `status: interrupted`; the
+cache resumes the rest).
 """
 from __future__ import annotations
 
@@ -37,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
         return day_main(argv)
     try:
         with signals_raise(), exit_on_input_error():
-            doc, path = plan(parse_args(argv), shlex.join(["python", "-m", "sim.plan", *argv]))
+            request = parse_args(argv)
+            doc, path = plan(request, shlex.join(["python", "-m", "sim.plan", *argv]))
     except PlanInterrupted as stop:
         print(f"interrupted after {stop.configurations} finished configurations; partial plan in {stop.path} "
               "(re-run the same command to resume)", file=sys.stderr)
@@ -46,6 +50,15 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted before any configuration finished; nothing written", file=sys.stderr)
         return 128 + signum_of(stop)
     print_plan(doc, path)
+    if request.options.deploy:
+        if not doc["chosen"]:
+            print(f"deploy: nothing written to {request.options.deploy}: no configuration meets every SLO",
+                  file=sys.stderr)
+        else:
+            from sim.plan.deploy import write_deployment
+            with exit_on_input_error():
+                files = write_deployment(doc, path, request.options.deploy)
+            print(f"deploy: {len(files)} files in {request.options.deploy} (README.md lists them)")
     return 0 if doc["chosen"] else 1
 
 

@@ -1,10 +1,10 @@
 """Finished runs stored by a hash of their resolved configuration, so a repeated or extended plan only simulates
 configurations it has not seen.
 
-Key = sha256 of (the resolved config as canonical JSON, without `metrics.progress`) + the **code fingerprint**: the
-contents of the simulator's sources and data (`sim/` but the planner and sweeps, `scenarios/`, `calibrate/`,
-`inferplan/`, `conf/`, calibrated profiles) and of the files the config names under `path:` or `profile:`
-(traces, length samples, profiles; a folder by its files' names, sizes and times). Editing any of them
+Key = sha256 of (the resolved config as canonical JSON, without `metrics.progress` and `check`) + the **code
+fingerprint**: the contents of the simulator's sources and data (`sim/` but the planner and sweeps, `scenarios/`,
+`calibrate/`, `inferplan/`, `conf/`, calibrated profiles) and of the files the config names under `path:` or
+`profile:` (traces, length samples, profiles; a folder by its files' names, sizes and times). Editing any of them
 starts a fresh key, so a cached result is always what the current code would compute (runs are deterministic,
 docs/architecture.md INV-5). Installed packages (numpy, simpy) are not part of it: after upgrading them, plan with
 `cache=false` or delete the cache folder.
@@ -78,6 +78,7 @@ def config_hash(resolved: dict) -> str:
     """The cache key of a resolved config (a plain dict, `OmegaConf.to_container(cfg, resolve=True)`)."""
     cfg = json.loads(json.dumps(resolved, default=str))
     cfg.get("metrics", {}).pop("progress", None)
+    cfg.pop("check", None)  # (the CLI's gate: it changes the exit status, not the run)
     digest = hashlib.sha256(code_fingerprint().encode())
     digest.update(json.dumps(cfg, sort_keys=True, separators=(",", ":")).encode())
     for path in _named_files(cfg):

@@ -1,6 +1,7 @@
 """What the planner shows: a progress bar over simulations (when stderr is a terminal, or `progress=true`) and the
-closing report: the answer first (the chosen configuration with its margins and monthly projection, the
-next-cheaper one and why it fails), then every configuration by cost."""
+closing report: the verdict first (`PASS`, or `FAIL: ...` when no configuration meets every SLO), then the answer
+(the chosen configuration with its margins and monthly projection, the next-cheaper one and why it fails), then
+every configuration by cost."""
 from __future__ import annotations
 
 import sys
@@ -8,6 +9,7 @@ import sys
 from rich.console import Console
 
 from sim.plan.slo import SloCheck
+from sim.results.gate import MAX_LISTED, versus
 from sim.results.text import wrap
 from sim.terminal import compact_table, console as make_console, knob_header, ms, served_percent
 
@@ -60,9 +62,34 @@ def _check_phrases(c: dict) -> list[str]:
     return [head, sep.strip() + tail] if sep else [line]
 
 
+def _miss(c: dict) -> str:
+    """A failed check (plan.json `failed_slos`) as the gate words it: `tpot_p99 default 176 ms > 25 ms`."""
+    where = f"{c['name']} {'fleet' if c['class'] == '*' else c['class']}"
+    a, t = c.get("achieved"), c["target"]
+    if a is None:
+        return f"{where} no data"
+    return f"{where} {a:.2%} < {t:.2%}" if c["unit"] == "fraction" else f"{where} {versus(a, t)}"
+
+
+def plan_verdict(plan: dict) -> str:
+    """The plan's first line: `PASS` when a configuration meets every SLO, else `FAIL: ...` with what the cheapest
+    completed configuration misses."""
+    if plan["chosen"]:
+        return "PASS"
+    done = [c for c in plan["configurations"] if c["status"] == "completed"]
+    if not done:
+        return f"FAIL: no configuration completed ({len(plan['configurations'])} invalid)"
+    c = done[0]  # (configurations are ranked cheapest first)
+    misses = [_miss(f) for f in c["failed_slos"]]
+    more = f"; +{len(misses) - MAX_LISTED} more" if len(misses) > MAX_LISTED else ""
+    return (f"FAIL: no configuration meets every SLO; the cheapest, #{c['id']} "
+            f"({' '.join(c['override_args']) or 'base'}), misses " + "; ".join(misses[:MAX_LISTED]) + more)
+
+
 def print_plan(plan: dict, plan_path, width: int | None = None) -> None:
-    """The answer first, then every configuration by cost; lines break only between phrases."""
+    """The verdict first, then the answer, then every configuration by cost; lines break only between phrases."""
     console = make_console(width)
+    console.print(plan_verdict(plan), markup=False, soft_wrap=True)
     cols = console.width
     varying = [d["key"] for d in plan["search"] if len(d["values"]) > 1]
     front = set(plan["frontier"]["ttft_p99_s"]) | set(plan["frontier"]["tpot_p99_s"])
@@ -90,7 +117,8 @@ def print_plan(plan: dict, plan_path, width: int | None = None) -> None:
         say([f"chosen: #{c['id']}", *(c["override_args"] or ["(base)"]),
              f"· {plan['objective']} {c['objective']:,.4f}", "· meets every SLO"])
         if month is not None:
-            say([f"monthly projection: ${month:,.0f}", "(the window's rate for 730 h)"], "  ")
+            basis = c.get("usd_per_month_basis") or "the window's rate for 730 h"
+            say([f"monthly projection: ${month:,.0f}", f"({basis})"], "  ")
         for check in c["slos"]:
             say(["margin:", *_check_phrases(check)], "  ")
     else:

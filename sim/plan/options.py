@@ -27,6 +27,10 @@ class PlanOptions:
     objective: str = "usd"              # what "cheapest" means: one of OBJECTIVES (summary.json cost figures)
     progress: str = "auto"              # auto (a bar when stderr is a terminal), true, false
     mode: str = "search"                # search | day (handled by sim/plan/day before these options are read)
+    check: bool = False                 # the gate, as `python -m sim check=true`: exit 1 when no configuration meets
+                                        # every SLO (the plan's exit status is 1 then anyway; accepted for one syntax)
+    deploy: str | None = None           # a folder: the chosen configuration's launch commands, Kubernetes objects,
+                                        # autoscaler, gateway settings and bill of materials (sim/plan/deploy)
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
@@ -72,7 +76,7 @@ def parse_args(argv: list[str]) -> PlanRequest:
             overrides.append(arg)
     if isinstance(options.get("progress"), bool):
         options["progress"] = str(options["progress"]).lower()
-    for name in ("ray_address", "out_dir", "cache_dir"):
+    for name in ("ray_address", "out_dir", "cache_dir", "deploy"):
         if options.get(name) is not None:
             options[name] = str(options[name])
     return PlanRequest(build(PlanOptions, options, "command line"), tuple(overrides), parse_space(search))

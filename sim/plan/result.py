@@ -87,6 +87,27 @@ def monthly_usd(summary: dict | None) -> float | None:
     return None if usd is None or not dur else usd / dur * HOURS_PER_MONTH * 3600.0
 
 
+def duration_words(duration_s: float) -> str:
+    """A simulated span in words: `47-second`, `10-minute`, `2.5-hour`, `3.0-day`."""
+    if duration_s < 120:
+        return f"{duration_s:,.0f}-second"
+    if duration_s < 3600:
+        return f"{duration_s / 60:,.0f}-minute"
+    return f"{duration_s / 3600:,.1f}-hour" if duration_s < 86400 else f"{duration_s / 86400:,.1f}-day"
+
+
+def monthly_basis(summary: dict | None) -> str | None:
+    """What `monthly_usd` assumes, in words. Under a day the simulated window is not a day's traffic curve, so the
+    projection is only what that window's fleet would cost if it (and its traffic) ran all month."""
+    dur = (summary or {}).get("simulated_duration_s")
+    if not dur:
+        return None
+    if dur >= 86400:
+        return f"the run's {duration_words(dur)} bill scaled to 730 h"
+    return (f"if this {duration_words(dur)} window's fleet and traffic ran all 730 h of a month; a peak window "
+            "overstates a month that is mostly off-peak")
+
+
 def entry(row: Row, run_dirs: dict[int, str]) -> dict:
     """A configuration as it appears in plan.json."""
     o = row.outcome
@@ -98,6 +119,7 @@ def entry(row: Row, run_dirs: dict[int, str]) -> dict:
         "usd": _metric(s, "usd"), "usd_per_million_output_tokens": _metric(s, "usd_per_million_output_tokens"),
         "node_hours": _metric(s, "node_hours"),
         "simulated_duration_s": (s or {}).get("simulated_duration_s"), "usd_per_month_projected": monthly_usd(s),
+        "usd_per_month_basis": monthly_basis(s),
         "ttft_p99_s": _metric(s, "ttft_p99_s"), "tpot_p99_s": _metric(s, "tpot_p99_s"),
         "served_fraction": ((s or {}).get("slo") or {}).get("served"),
         "fleet": _fleet(s), "slos": [c.to_json() for c in checks],

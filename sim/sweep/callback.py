@@ -67,5 +67,10 @@ class SweepParquetCallback(Callback):
         for r in failed:
             why = r["error"] or ("partial results" if r["status"] == "interrupted" else "")
             print(f"  job {r['job']} {r['status']}: {why}", file=sys.stderr)
-        if failed:
+        # the gate (`check=true`, sim/__main__.py): a sweep with a job that missed an SLO exits 1 too
+        missed = [r for r in rows if r["status"] == "completed" and r.get("slo_met") is not True]
+        if missed and config.get("check") is True:
+            print(f"check: {len(missed)} of {len(rows)} jobs miss an SLO (jobs "
+                  f"{', '.join(str(r['job']) for r in missed)})", file=sys.stderr)
+        if failed or (missed and config.get("check") is True):
             raise SystemExit(1)

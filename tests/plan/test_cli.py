@@ -21,6 +21,7 @@ def test_a_plan_prints_the_answer_and_writes_the_folder(tmp_path):
     proc = run_plan(*TOY, *SEARCH, "jobs=2", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
+    assert out.splitlines()[0] == "PASS"
     assert "chosen: #" in out and "batching.max_num_seqs=2 scenario.pools.main.instances=3" in out
     assert "margin: default ttft_p99" in out
     assert "next cheaper, fails:" in out and "fails: default ttft_p99" in out
@@ -33,9 +34,13 @@ def test_a_plan_prints_the_answer_and_writes_the_folder(tmp_path):
 
 def test_nothing_meeting_the_slos_exits_1(tmp_path):
     proc = run_plan(*TOY, "search.scenario.pools.main.instances=[1,2]", "batching.max_num_seqs=1", "jobs=1",
-                    f"out_dir={tmp_path / 'p'}", cwd=tmp_path)
+                    "check=true", f"out_dir={tmp_path / 'p'}", f"deploy={tmp_path / 'd'}", cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
+    # the verdict first: what the cheapest configuration (one instance, m = 1: P99 TTFT ~ 17 s) misses
+    assert proc.stdout.startswith("FAIL: no configuration meets every SLO; the cheapest, #"), proc.stdout[:300]
+    assert "misses ttft_p99 default " in proc.stdout.splitlines()[0]
     assert "no configuration in the search meets the SLOs" in proc.stdout
+    assert "deploy: nothing written" in proc.stderr and not (tmp_path / "d").exists()
     assert json.loads((tmp_path / "p" / "plan.json").read_text())["chosen"] is None
 
 

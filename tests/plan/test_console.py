@@ -1,5 +1,5 @@
-"""The plan's closing report fits an 80-column terminal: no line longer, no name cut by an ellipsis, the answer
-first (chosen, margins, next cheaper) and then the table."""
+"""The plan's closing report fits an 80-column terminal: no line longer, no name cut by an ellipsis, the verdict
+first, then the answer (chosen, margins, next cheaper) and then the table."""
 from __future__ import annotations
 
 from sim.plan.console import print_plan
@@ -40,8 +40,28 @@ def test_the_report_fits_80_columns_and_opens_with_the_answer(capsys):
     lines = out.splitlines()
     assert max(len(line) for line in lines) <= 80, "\n".join(line for line in lines if len(line) > 80)
     assert "…" not in out
-    assert lines[0].startswith("chosen: #1")
+    assert lines[0] == "PASS"                       # the gate's verdict first (sim/results/gate.py)
+    assert lines[1].startswith("chosen: #1")
     assert out.index("next cheaper, fails: #0") < out.index("inferplan plan · ecommerce_peak")
     assert "product_qa tpot_p99 0.0507 s vs target 0.05 s" in out
     for word in ("l40s_int4", "h200_fp8", "instances", "seqs", "← chosen", "frontier", "missed", " 99.995 "):
         assert word in out
+
+
+def test_without_a_passing_configuration_the_first_line_is_fail_with_the_cheapest_misses(capsys):
+    plan = _plan()
+    plan["configurations"] = [c for c in plan["configurations"] if not c["meets_slos"]]
+    plan["chosen"] = plan["next_cheaper_failing"] = None
+    print_plan(plan, "plans/ecommerce_peak/x/plan.json")
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first == ("FAIL: no configuration meets every SLO; the cheapest, #0 "
+                     "(scenario.pools.l40s_int4.min_instances=16 scenario.pools.h200_fp8.instances=6 "
+                     "batching.max_num_seqs=256), misses tpot_p99 product_qa 50.7 ms > 50 ms")
+
+
+def test_the_monthly_projection_states_its_basis(capsys):
+    plan = _plan()
+    plan["chosen"]["usd_per_month_basis"] = "if this 10-minute window's fleet and traffic ran all 730 h of a month"
+    print_plan(plan, "plans/ecommerce_peak/x/plan.json")
+    out = " ".join(capsys.readouterr().out.split())
+    assert "monthly projection: $64,466 (if this 10-minute window's fleet and traffic ran all 730 h of a month)" in out

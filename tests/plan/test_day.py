@@ -209,3 +209,13 @@ def test_the_default_warm_up_holds_99_percent_of_the_requests(stats):
     assert np.mean(stats.since_first_turn_s <= w) >= 0.99
     assert w >= 300.0 and stats.warm_hit_share(w) > stats.warm_hit_share(300.0)
     assert DayOptions().warmup_s is None
+
+
+def test_a_day_plan_with_nothing_simulated_says_so_first(tmp_path):
+    # verify=none prices the capacity rule only: its first line may not read as a pass
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-m", "sim.plan", "scenario=deepseek_v3_day", "mode=day", "verify=none",
+                           f"out_dir={tmp_path / 'day'}"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.splitlines()[0].startswith("UNVERIFIED: no window simulated (verify=none)")

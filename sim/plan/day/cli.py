@@ -13,6 +13,16 @@ def main(argv: list[str]) -> int:
     with exit_on_input_error():
         opts, overrides = parse_day_args(argv)
         doc, path = plan_day(opts, overrides, shlex.join(["python", "-m", "sim.plan", *argv]))
-    print_day(doc, path)
     simulated = [w for w in doc["windows"] if w["rounds"]]
-    return 0 if all(w["verified"] for w in simulated) else 1
+    missed = [str(w["index"]) for w in simulated if not w["verified"]]
+    # the gate's first line (sim/results/gate.py): PASS, or the windows whose simulated units miss the SLOs
+    if missed:
+        print(f"FAIL: {len(missed)} of {len(simulated)} simulated windows miss the SLOs with their units "
+              f"(windows {', '.join(missed)})")
+    elif not simulated:  # (verify=none: the capacity rule only; passing is not shown by anything here)
+        print("UNVERIFIED: no window simulated (verify=none); the fleet is the capacity rule's, not checked "
+              "against the SLOs")
+    else:
+        print("PASS")
+    print_day(doc, path)
+    return 0 if not missed else 1
