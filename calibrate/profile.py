@@ -13,13 +13,24 @@ Columns (one row per knot):
     launch_s    float64  >= 0, constant within an (op, dtype): fixed per-launch overhead
 Metadata key `inferplan` (JSON): schema_version, hardware, kind ("measured"), device, driver, torch, triton,
 date, git_commit, models, peaks {flops_per_s: {bf16, fp8, int8, fp32}, mem_bytes_per_s}, fit {"op/dtype": {...}}.
+
+Grid profiles (schema_version 2, kind "measured_grid"; `write_grid_profile`, made by `python -m
+calibrate.import_aic`) hold measured shape grids instead of knots: one row per measured shape, columns
+`GRID_STRING_COLUMNS` (family, op, dtype, compute, variant, kernel, version), `GRID_NUMERIC_COLUMNS` (the shape:
+m, n, k, batch, seq, ctx, heads, ... bytes; null where a family has no such axis) and `latency_s` (> 0). Their
+metadata adds `peaks.link_bytes_per_s`, `source` and per-family `provenance`. `Profile.grid` prices an op from them
+(`calibrate.aic.grid_model.GridModel.latency_s(op, **shape)`); such a profile has no curves. Knot profiles
+(schema_version 1) load exactly as before, with `grid` None.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -27,6 +38,7 @@ from calibrate.ops import DTYPES, OPS, log_interp
 from inferplan.errors import InputError
 
 SCHEMA_VERSION = 1
+GRID_SCHEMA_VERSION = 2
 METADATA_KEY = b"inferplan"
 COLUMNS = {"op": pa.string(), "dtype": pa.string(), "roofline_s": pa.float64(), "efficiency": pa.float64(),
            "launch_s": pa.float64()}
@@ -59,6 +71,7 @@ class Profile:
     mem_bytes_per_s: float
     curves: dict[tuple[str, str], EfficiencyCurve]
     provenance: dict = field(default_factory=dict)
+    grid: Any = None  # calibrate.aic.grid_model.GridModel of a grid profile (schema_version 2), else None
 
     def curve(self, op: str, dtype: str) -> EfficiencyCurve | None:
         return self.curves.get((op, dtype))
@@ -100,13 +113,15 @@ def load_profile(path: str | Path, expected_hardware: str | None = None) -> Prof
     for key in REQUIRED_METADATA:
         if key not in meta:
             raise InputError(path, f"metadata.{key}", "missing", fix_regen)
-    if meta["schema_version"] != SCHEMA_VERSION:
+    if meta["schema_version"] not in (SCHEMA_VERSION, GRID_SCHEMA_VERSION):
         raise InputError(path, "metadata.schema_version", f"is {meta['schema_version']}, this inferplan reads "
-                         f"{SCHEMA_VERSION} (stale profile)", fix_regen)
+                         f"{SCHEMA_VERSION} (and grid profiles, {GRID_SCHEMA_VERSION}) (stale profile)", fix_regen)
     if expected_hardware is not None and meta["hardware"] != expected_hardware:
         raise InputError(path, "metadata.hardware", f"profile is for {meta['hardware']!r}, the pool runs on "
                          f"{expected_hardware!r}", f"use calibrate/profiles/{expected_hardware}.parquet or "
                          "profile=analytical")
+    if meta["schema_version"] == GRID_SCHEMA_VERSION:
+        return _load_grid(path, table, meta)
     for name, typ in COLUMNS.items():
         if name not in table.column_names:
             raise InputError(path, name, "column missing", fix_regen)
@@ -148,3 +163,87 @@ def load_profile(path: str | Path, expected_hardware: str | None = None) -> Prof
         curves[key] = EfficiencyCurve(tuple(xs), tuple(k[1] for k in knots), knots[0][2])
     return Profile(path=str(path), hardware=str(meta["hardware"]), peak_flops_per_s=peak_flops,
                    mem_bytes_per_s=mem_bw, curves=curves, provenance=meta)
+
+
+# -- grid profiles (schema_version 2) -------------------------------------------------------------------------
+GRID_STRING_COLUMNS: tuple[str, ...] = ("family", "op", "dtype", "compute", "variant", "kernel", "version")
+GRID_NUMERIC_COLUMNS: tuple[str, ...] = ("m", "n", "k", "batch", "seq", "ctx", "heads", "kv_heads", "head_dim",
+                                         "tokens", "hidden", "inter", "topk", "experts", "tp", "ep", "gpus", "bytes")
+
+
+def write_grid_profile(path: str | Path, columns: dict[str, Any], metadata: dict) -> Path:
+    """Write a grid profile: `columns` (GRID_STRING_COLUMNS, GRID_NUMERIC_COLUMNS with NaN where a family has no
+    such axis, `latency_s`), all of one length, and `metadata` (REQUIRED_METADATA plus peaks.link_bytes_per_s).
+    Rows are sorted by family and shape (a stable file for the same input); latency is stored as float32 (7
+    significant digits: the measurements carry 3-5)."""
+    meta = {**metadata, "schema_version": GRID_SCHEMA_VERSION, "kind": "measured_grid"}
+    missing = [k for k in REQUIRED_METADATA if k not in meta]
+    if missing:
+        raise ValueError(f"grid profile metadata lacks {missing}")
+    n = len(columns["latency_s"])
+    cols = {c: np.asarray(columns.get(c, [""] * n), dtype=object) for c in GRID_STRING_COLUMNS}
+    cols.update({c: np.asarray(columns.get(c, np.full(n, np.nan)), dtype=np.float64) for c in GRID_NUMERIC_COLUMNS})
+    keys = [cols[c] for c in reversed(GRID_NUMERIC_COLUMNS)] + [cols[c].astype(str) for c in
+                                                                 reversed(GRID_STRING_COLUMNS[:5])]
+    order = np.lexsort(keys)
+    arrays = {c: pa.array(cols[c][order].tolist(), type=pa.string()).dictionary_encode() for c in GRID_STRING_COLUMNS}
+    for c in GRID_NUMERIC_COLUMNS:
+        v = cols[c][order]
+        arrays[c] = pa.array(v, type=pa.float64(), mask=np.isnan(v))
+    arrays["latency_s"] = pa.array(np.asarray(columns["latency_s"], dtype=np.float32)[order], type=pa.float32())
+    table = pa.table(arrays).replace_schema_metadata({METADATA_KEY: json.dumps(meta, sort_keys=True).encode()})
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path, compression="zstd", compression_level=19, use_dictionary=True)
+    return path
+
+
+def _load_grid(path: Path, table: pa.Table, meta: dict) -> Profile:
+    """A grid profile's columns validated and handed to `GridModel` (imported here: knot profiles never need it)."""
+    from calibrate.aic.grid import FAMILIES, Peaks
+    from calibrate.aic.grid_model import GridModel
+    from calibrate.aic.names import GRID_OPS
+
+    fix = "re-run `python -m calibrate.import_aic <systems folder> --hardware <name>` to regenerate it"
+    for name in GRID_STRING_COLUMNS + GRID_NUMERIC_COLUMNS + ("latency_s",):
+        if name not in table.column_names:
+            raise InputError(path, name, "column missing", fix)
+    try:
+        peaks = meta["peaks"]
+        flops = {k: float(v) for k, v in peaks["flops_per_s"].items()}
+        p = Peaks(flops, float(peaks["mem_bytes_per_s"]), float(peaks["link_bytes_per_s"]))
+    except (KeyError, TypeError, ValueError):
+        raise InputError(path, "metadata.peaks", "needs flops_per_s {format: value}, mem_bytes_per_s and "
+                         "link_bytes_per_s", fix) from None
+    cols: dict[str, np.ndarray] = {}
+    for c in GRID_STRING_COLUMNS:
+        col = table.column(c)
+        cols[c] = np.asarray(col.cast(pa.string()).to_pylist() if not pa.types.is_string(col.type) else
+                             col.to_pylist(), dtype=object)
+    for c in GRID_NUMERIC_COLUMNS + ("latency_s",):
+        cols[c] = table.column(c).to_numpy(zero_copy_only=False).astype(np.float64)
+    if len(cols["latency_s"]) == 0:
+        raise InputError(path, "rows", "grid profile has no rows", fix)
+    bad = [f for f in set(cols["family"].tolist()) if f not in FAMILIES]
+    if bad:
+        raise InputError(path, "family", f"unknown family {bad[0]!r}; valid: {', '.join(FAMILIES)}", fix)
+    bad = [o for o in set(cols["op"].tolist()) if o not in GRID_OPS]
+    if bad:
+        raise InputError(path, "op", f"unknown op {bad[0]!r}; valid: {', '.join(GRID_OPS)}", fix)
+    bad = [d for d in set(cols["dtype"].tolist()) if d not in DTYPES]
+    if bad:
+        raise InputError(path, "dtype", f"unknown dtype {bad[0]!r}; valid: {', '.join(DTYPES)}", fix)
+    lat = cols["latency_s"]
+    if not (np.isfinite(lat) & (lat > 0)).all():
+        i = int(np.flatnonzero(~(np.isfinite(lat) & (lat > 0)))[0])
+        raise InputError(path, f"row {i}.latency_s", f"must be > 0, got {lat[i]}", fix)
+    for family, spec in FAMILIES.items():
+        rows = cols["family"] == family
+        for c in spec.combo + spec.dense:
+            v = cols[c][rows]
+            if not (v > 0).all():  # (NaN fails too)
+                i = int(np.flatnonzero(rows)[np.flatnonzero(~(v > 0))[0]])
+                raise InputError(path, f"row {i}.{c}", f"{family} rows need {c} > 0, got {cols[c][i]}", fix)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    return Profile(path=str(path), hardware=str(meta["hardware"]), peak_flops_per_s=flops,
+                   mem_bytes_per_s=p.mem_bytes_per_s, curves={}, provenance=meta, grid=GridModel(cols, p, digest))

@@ -1,0 +1,90 @@
+"""The project's analytical pricing of the same rows, through the simulator's own pricer (nothing re-implemented).
+
+`analytical_s(family, cols, hardware)` prices each grid row the way the simulator would price that shape without
+a profile: `sim.core.cost.pricer.OpPricer` over the conf/hardware datasheet, `conf/cost/roofline.yaml` and the
+hardware generation's forms (`calibrate.efficiency`), and `sim.core.cost.comm.Links` for collectives. Mapping:
+
+* gemm: `OpPricer.gemm_s("gemm", dtype, m, n, k, ...)`.
+* attn_prefill: `OpPricer.attn_prefill_s(compute, ...)` of `batch` prompts of `seq` tokens, no cached prefix
+  (mean attended keys (seq + 1) / 2, causal share 1).
+* attn_decode: `OpPricer.time_s_array("attn_decode", kv dtype, ...)` of `batch` sequences of `ctx` tokens.
+* moe: the two routed `moe_gemm` calls of `LayerPricer.moe_ffn` (gated: up/gate and down; 1 matrix up for the
+  `nongated` kernels) over `tokens x topk` rows on `experts / ep` local experts (the expected active count of
+  `sim.core.cost.experts.active_experts`), intermediate split by `tp`, the `contiguous` layout. The table's
+  kernels also run the activation, which the simulator prices with the layer's elementwise ops (not added here).
+* custom_allreduce and NCCL all-reduce: `Links.allreduce_s` at tp = gpus; NCCL all-to-all: `Links.all_to_all_s`
+  (`generic` kernel) of the per-rank buffer; all-gather and reduce-scatter: the simulator prices none (NaN).
+The simulator is imported here only (calibration does not need it to load a profile).
+"""
+from __future__ import annotations
+
+import numpy as np
+import yaml
+
+from calibrate import ops
+from calibrate.efficiency import hardware_generation, load_generation
+from inferplan.specs import CONF_DIR, load_hardware
+
+
+def _cost() -> dict:
+    return yaml.safe_load((CONF_DIR / "cost" / "roofline.yaml").read_text())
+
+
+def analytical_s(family: str, cols: dict[str, np.ndarray], hardware: str) -> np.ndarray:
+    """Seconds the analytical model gives each row of one family's grid columns (NaN where it prices none)."""
+    from sim.core.cost import experts as ex
+    from sim.core.cost.comm import Links
+    from sim.core.cost.pricer import OpPricer
+
+    hw = load_hardware(hardware)
+    gen = load_generation(hardware_generation(hw.source))
+    cost = _cost()
+    pricer = OpPricer(hw, cost["efficiency"], cost["launch_s"], None, {}, gen)
+    n = len(cols["latency_s"])
+    out = np.full(n, np.nan)
+    num = {c: np.asarray(cols[c], dtype=np.float64) for c in cols if c not in ("family", "op", "dtype", "compute",
+                                                                               "variant", "kernel", "version")}
+    dtype, compute, op = cols["dtype"], cols["compute"], cols["op"]
+    for i in range(n):
+        g = {c: num[c][i] for c in num}
+        if family == "gemm":
+            m, nn, k = g["m"], g["n"], g["k"]
+            out[i] = pricer.gemm_s("gemm", dtype[i], m, nn, k, *ops.gemm_work(m, nn, k, dtype[i]))
+        elif family == "attn_prefill":
+            b, s = g["batch"], g["seq"]
+            q_sq, tokens = b * s * (s + 1) / 2.0, b * s
+            kv_bytes = ops.check_dtype(dtype[i])["act_bytes"]
+            work = ops.attn_prefill_work(q_sq, 0.0, tokens, tokens, int(g["heads"]), int(g["kv_heads"]),
+                                         int(g["head_dim"]), kv_bytes)
+            out[i] = pricer.attn_prefill_s(compute[i], *work, q_sq / tokens, 1.0)
+        elif family == "attn_decode":
+            b = g["batch"]
+            kv_bytes = ops.check_dtype(dtype[i])["act_bytes"]
+            work = ops.attn_decode_work(b, b * g["ctx"], int(g["heads"]), int(g["kv_heads"]), int(g["head_dim"]),
+                                        kv_bytes)
+            out[i] = float(pricer.time_s_array("attn_decode", dtype[i], *work))
+        elif family == "moe":
+            tokens, k, e, tp, ep, h = g["tokens"], int(g["topk"]), int(g["experts"]), g["tp"], g["ep"], g["hidden"]
+            rows = tokens * k
+            if ep > 1:
+                active = min(rows, ex.active_experts(e / ep, e, k, tokens * ep))
+            else:
+                active = ex.active_experts(e, e, k, tokens)
+            inter = g["inter"] / tp
+            gate = 1 if "nongated" in cols["kernel"][i] else 2
+            per, groups = rows / max(active, 1.0), max(active, 1.0)
+            f = dtype[i]
+            out[i] = (pricer.gemm_s("moe_gemm", f, per, gate * inter, h,
+                                    *ops.moe_gemm_work(rows, active, gate * inter, h, f), groups, "contiguous")
+                      + pricer.gemm_s("moe_gemm", f, per, h, inter, *ops.moe_gemm_work(rows, active, h, inter, f),
+                                      groups, "contiguous"))
+        else:
+            p = int(g["gpus"])
+            links = Links(hw, tp=p, ep=p, stage_devices=p, pp=1, link_efficiency=float(cost["link_efficiency"]),
+                          scale={}, generation=gen)
+            if family == "custom_allreduce" or op[i] == "allreduce":
+                out[i] = links.allreduce_s(g["bytes"])
+            elif op[i] == "all_to_all":
+                width = ops.check_dtype(dtype[i])["act_bytes"]
+                out[i] = links.all_to_all_s(g["bytes"] / width, width, 1, False, "generic")
+    return out

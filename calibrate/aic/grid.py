@@ -1,0 +1,274 @@
+"""Measured shape grids and their interpolation: how a profile prices an op from the table it was measured on.
+
+One family's rows (`FAMILIES`: GEMM, prefill and decode attention, MoE, custom all-reduce, NCCL) are split three
+ways by column:
+
+* `cat`: exact-match strings (format, MoE routing distribution, collective op). A query must name one that exists.
+  GEMM's `variant` is "" or, where a format's table was split by M alignment (`gemm_variant`: chosen at import by
+  cross-validation, `calibrate.aic.crossval.split_gemm_by_alignment`), `aligned16` / `unaligned16`: some engines'
+  kernels (vLLM's DeepGEMM FP8 path on Blackwell) take a slower path for M not a multiple of 16, so a query is
+  interpolated among the rows of its own kind.
+* `combo`: a model's fixed dimensions (attention heads / KV heads / head dim; MoE hidden, intermediate, top-k,
+  experts, TP, EP; a collective's GPU count). A measured combo is used as is; an unmeasured one takes the
+  efficiency of the nearest measured combos (inverse squared log-distance over up to 4 of them).
+* `dense`: the axes swept within a combo (GEMM m, n, k; attention batch and sequence / context length; MoE
+  tokens; collective bytes). Multilinear interpolation in log(axis).
+
+What is interpolated is v = log(latency / reference), the log inverse efficiency over a reference time from our
+own work formulas (`calibrate.ops`: the roofline over the profile's peaks for compute ops, bytes over the link for
+collectives), so a query between grid points follows the work's power law and a query beyond the largest grid
+point keeps the efficiency of the edge (time scales with work). Below the smallest grid point a query is priced
+as the smallest (a kernel does not get faster than its floor). At a measured point the result is the measured
+latency. Grid cells a combo did not measure (and rows held out in cross-validation) are filled before
+interpolation from their nearest measured neighbours along each axis (`_impute`). Pure numpy.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from calibrate import ops
+
+
+@dataclass(frozen=True)
+class FamilySpec:
+    """A family's columns by role (module doc). `axes`: the grid coordinates, each a product of dense columns
+    (default: one per dense column), so that a direction of nearly constant cost can be a grid axis."""
+
+    cat: tuple[str, ...]
+    combo: tuple[str, ...]
+    dense: tuple[str, ...]
+    defaults: tuple[tuple[str, str], ...] = ()
+    axes: tuple[tuple[str, ...], ...] = ()
+
+    def coords(self, f: dict[str, Any]) -> list[Any]:
+        """Grid coordinates (not logged) of dense values `f`."""
+        axes = self.axes or tuple((c,) for c in self.dense)
+        out = []
+        for product in axes:
+            x = f[product[0]]
+            for c in product[1:]:
+                x = x * f[c]
+            out.append(x)
+        return out
+
+
+FAMILIES: dict[str, FamilySpec] = {
+    "gemm": FamilySpec(("dtype", "variant"), (), ("m", "n", "k"), (("variant", ""),)),
+    "attn_prefill": FamilySpec(("dtype", "compute"), ("head_dim",), ("batch", "seq", "heads", "kv_heads"),
+                               (("dtype", "bf16"), ("compute", "bf16"))),
+    "attn_decode": FamilySpec(("dtype", "compute"), ("kv_heads", "head_dim"), ("batch", "ctx", "heads"),
+                              (("dtype", "bf16"), ("compute", "bf16"))),
+    "moe": FamilySpec(("dtype", "variant"), ("hidden", "inter", "topk", "experts", "tp", "ep"), ("tokens",),
+                      (("variant", "balanced"),)),
+    "custom_allreduce": FamilySpec(("dtype", "variant"), ("gpus",), ("bytes",),
+                                   (("dtype", "bf16"), ("variant", "graph"))),
+    "nccl": FamilySpec(("op", "dtype"), ("gpus",), ("bytes",), (("dtype", "fp16"),)),
+}
+STRING_COLUMNS: tuple[str, ...] = ("family", "op", "dtype", "compute", "variant", "kernel", "version")
+NUMERIC_COLUMNS: tuple[str, ...] = ("m", "n", "k", "batch", "seq", "ctx", "heads", "kv_heads", "head_dim", "tokens",
+                                    "hidden", "inter", "topk", "experts", "tp", "ep", "gpus", "bytes")
+NEAREST_COMBOS = 4
+# Imputation weight of an axis' estimate: 1 / (log-distance between its two measured neighbours)^SPAN_POWER, so the
+# axis with the closest neighbours dominates (3: least 5-fold error over 0-8 on H100, L40S and B200 attention/GEMM).
+SPAN_POWER = 3
+ALIGN = 16
+ALIGNED, UNALIGNED = "aligned16", "unaligned16"
+
+
+def gemm_variant(m: Any) -> Any:
+    """The M-alignment variant of GEMM rows / queries with `m` rows (a string, or an array of them)."""
+    aligned = np.round(np.asarray(m, dtype=np.float64)) % ALIGN == 0
+    out = np.where(aligned, ALIGNED, UNALIGNED)
+    return str(out) if out.ndim == 0 else out.astype(object)
+
+
+@dataclass(frozen=True)
+class Peaks:
+    """The roofline a profile's reference times use: its own figures (conf/hardware datasheet at import)."""
+
+    flops_per_s: dict[str, float]
+    mem_bytes_per_s: float
+    link_bytes_per_s: float
+
+    def flops(self, dtype: str) -> float:
+        compute = ops.check_dtype(dtype)["compute"]
+        return self.flops_per_s.get(compute) or self.flops_per_s["bf16"]
+
+
+def reference_s(family: str, cat: dict[str, str], f: dict[str, Any], peaks: Peaks) -> Any:
+    """The reference time (s) of one family's shapes `f` (floats or arrays) at the exact-match keys `cat`."""
+    bw = peaks.mem_bytes_per_s
+    if family == "gemm":
+        flops, nbytes = ops.gemm_work(f["m"], f["n"], f["k"], cat["dtype"])
+        return np.maximum(flops / peaks.flops(cat["dtype"]), nbytes / bw)
+    if family in ("attn_prefill", "attn_decode"):
+        kv_bytes = ops.check_dtype(cat["dtype"])["act_bytes"]
+        b, h, kv, d = f["batch"], f["heads"], f["kv_heads"], f["head_dim"]
+        if family == "attn_prefill":
+            s = f["seq"]
+            flops, nbytes = ops.attn_prefill_work(b * s * (s + 1) / 2.0, 0.0, b * s, b * s, h, kv, d, kv_bytes)
+        else:
+            flops, nbytes = ops.attn_decode_work(b, b * f["ctx"], h, kv, d, kv_bytes)
+        return np.maximum(flops / peaks.flops(cat["compute"]), nbytes / bw)
+    if family == "moe":
+        rows = f["tokens"] * f["topk"]
+        active = np.minimum(f["experts"] / f["ep"], rows)
+        inter = f["inter"] / f["tp"]
+        f1, b1 = ops.moe_gemm_work(rows, active, 2.0 * inter, f["hidden"], cat["dtype"])
+        f2, b2 = ops.moe_gemm_work(rows, active, f["hidden"], inter, cat["dtype"])
+        return np.maximum((f1 + f2) / peaks.flops(cat["dtype"]), (b1 + b2) / bw)
+    p = f["gpus"]  # (>= 2: one GPU moves nothing, `GridModel.latency_s` prices it 0)
+    share = 2.0 * (p - 1.0) / p if family == "custom_allreduce" or cat.get("op") == "allreduce" else (p - 1.0) / p
+    return share * f["bytes"] / peaks.link_bytes_per_s
+
+
+def _impute(values: np.ndarray, axes: list[np.ndarray]) -> np.ndarray:
+    """Fill the NaN cells of `values` (log inverse efficiency over the log axes) from measured neighbours: along
+    every axis, linear interpolation between the nearest measured cells on both sides (weight 1 / their distance
+    ^ SPAN_POWER), or the nearest one when only one side has a measurement (1e-3 times that weight); the weighted
+    mean over axes.
+    Repeated until every cell is filled (a cell whose lines are all empty takes its neighbours' filled values)."""
+    v = values.copy()
+    for _ in range(v.ndim + 1):
+        missing = np.isnan(v)
+        if not missing.any() or missing.all():
+            return v
+        total, weight = np.zeros_like(v), np.zeros_like(v)
+        for ax, x in enumerate(axes):
+            lines = np.moveaxis(v, ax, -1)
+            n = lines.shape[-1]
+            have = ~np.isnan(lines)
+            idx = np.broadcast_to(np.arange(n), lines.shape)
+            prev = np.maximum.accumulate(np.where(have, idx, -1), axis=-1)
+            nxt = np.flip(np.minimum.accumulate(np.flip(np.where(have, idx, n), axis=-1), axis=-1), axis=-1)
+            lo, hi = np.clip(prev, 0, n - 1), np.clip(nxt, 0, n - 1)
+            vlo, vhi = np.take_along_axis(lines, lo, -1), np.take_along_axis(lines, hi, -1)
+            xq = np.broadcast_to(x, lines.shape)
+            xlo, xhi = x[lo], x[hi]
+            both = (prev >= 0) & (nxt < n)
+            span = np.where(both, xhi - xlo, 1.0)
+            t = np.where(both & (span > 0), (xq - xlo) / np.where(span > 0, span, 1.0), 0.0)
+            est = np.where(both, vlo + t * (vhi - vlo), np.where(prev >= 0, vlo, vhi))
+            dist = np.where(both, span, np.where(prev >= 0, xq - xlo, xhi - xq))
+            w = np.where(both, 1.0, 1e-3) / np.maximum(dist, 1e-9) ** SPAN_POWER
+            w = np.where((prev >= 0) | (nxt < n), w, 0.0)
+            est = np.where(w > 0, est, 0.0)
+            total += np.moveaxis(w * est, -1, ax)
+            weight += np.moveaxis(w, -1, ax)
+        fill = missing & (weight > 0)
+        v[fill] = total[fill] / weight[fill]
+    return v
+
+
+class _Cell:
+    """One (cat, combo)'s dense grid: log axes and the filled tensor of v = log(latency / reference)."""
+
+    __slots__ = ("axes", "values", "measured")
+
+    def __init__(self, dense: np.ndarray, v: np.ndarray) -> None:
+        logs = np.log(dense)
+        uniq = [np.unique(logs[:, j]) for j in range(dense.shape[1])]
+        index = tuple(np.searchsorted(u, logs[:, j]) for j, u in enumerate(uniq))
+        total = np.zeros(tuple(len(u) for u in uniq))
+        count = np.zeros_like(total)
+        np.add.at(total, index, v)
+        np.add.at(count, index, 1.0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            values = np.where(count > 0, total / count, np.nan)
+        self.axes, self.measured = uniq, int((count > 0).sum())
+        self.values = _impute(values, uniq)
+
+    def value(self, dense: list[np.ndarray]) -> np.ndarray:
+        """v at the (log, already clamped below) dense coordinates: multilinear over the 2^d corners."""
+        shape = np.broadcast(*dense).shape
+        out = np.zeros(shape)
+        los, ts = [], []
+        for x, axis in zip(dense, self.axes):
+            n = len(axis)
+            if n == 1:
+                los.append(np.zeros(shape, dtype=np.intp))
+                ts.append(np.zeros(shape))
+                continue
+            xq = np.clip(np.broadcast_to(x, shape), axis[0], axis[-1])
+            i = np.clip(np.searchsorted(axis, xq, side="right") - 1, 0, n - 2)
+            los.append(i)
+            ts.append((xq - axis[i]) / (axis[i + 1] - axis[i]))
+        d = len(self.axes)
+        for corner in range(1 << d):
+            w = np.ones(shape)
+            idx = []
+            for j in range(d):
+                up = (corner >> j) & 1
+                if up and len(self.axes[j]) == 1:
+                    w = w * 0.0
+                    idx.append(los[j])
+                    continue
+                w = w * (ts[j] if up else 1.0 - ts[j])
+                idx.append(los[j] + up)
+            out += w * self.values[tuple(idx)]
+        return out
+
+
+class FamilyGrid:
+    """One family's measured rows, ready to price any shape: `latency_s(cat, combo, dense)`."""
+
+    def __init__(self, family: str, cols: dict[str, np.ndarray], peaks: Peaks) -> None:
+        self.family, self.spec, self.peaks = family, FAMILIES[family], peaks
+        spec = self.spec
+        self.groups: dict[tuple[str, ...], tuple[np.ndarray, list[_Cell]]] = {}
+        self.lows: dict[tuple[str, ...], list[float]] = {}  # per key: each dense column's smallest measured value
+        lat = np.asarray(cols["latency_s"], dtype=np.float64)
+        cats = list(zip(*(np.asarray(cols[c]).tolist() for c in spec.cat))) if spec.cat else [()] * len(lat)
+        by_cat: dict[tuple[str, ...], list[int]] = {}
+        for i, key in enumerate(cats):
+            by_cat.setdefault(tuple(key), []).append(i)
+        for key, rows in by_cat.items():
+            r = np.asarray(rows)
+            f = {c: np.asarray(cols[c], dtype=np.float64)[r] for c in spec.combo + spec.dense}
+            self.lows[key] = [float(f[c].min()) for c in spec.dense]
+            v = np.log(lat[r] / reference_s(family, dict(zip(spec.cat, key)), f, peaks))
+            if spec.combo:
+                combos, which = np.unique(np.stack([f[c] for c in spec.combo], axis=1), axis=0, return_inverse=True)
+                which = which.reshape(-1)
+            else:
+                combos, which = np.zeros((1, 0)), np.zeros(len(r), dtype=np.intp)
+            dense = np.stack(spec.coords(f), axis=1)
+            cells = [_Cell(dense[which == j], v[which == j]) for j in range(len(combos))]
+            self.groups[key] = (np.log(combos) if spec.combo else combos, cells)
+
+    def cats(self) -> list[tuple[str, ...]]:
+        return sorted(self.groups)
+
+    def latency_s(self, cat: tuple[str, ...], combo: tuple[float, ...], dense: tuple[Any, ...]) -> Any:
+        """Seconds at exact-match keys `cat`, scalar combo values and dense values (floats or arrays, > 0)."""
+        group = self.groups.get(cat)
+        if group is None:
+            have = ", ".join("/".join(k) for k in self.cats())
+            raise KeyError(f"{self.family}: no measurements for {'/'.join(cat)}; measured: {have}")
+        spec = self.spec
+        combos, cells = group
+        scalar = all(np.ndim(x) == 0 for x in dense)
+        dense_a = [np.asarray(x, dtype=np.float64) for x in dense]
+        # Below a dense axis' smallest measured value the query is priced as that value (time floor).
+        clamped = [np.maximum(x, lo) for x, lo in zip(dense_a, self.lows[cat])]
+        f = dict(zip(spec.combo, (float(c) for c in combo)))
+        f.update(zip(spec.dense, clamped))
+        ref = reference_s(self.family, dict(zip(spec.cat, cat)), f, self.peaks)
+        logs = [np.log(x) for x in spec.coords(f)]
+        if spec.combo:
+            q = np.log(np.asarray(combo, dtype=np.float64))
+            dist = np.sqrt(((combos - q) ** 2).sum(axis=1))
+            exact = np.flatnonzero(dist < 1e-12)
+            if exact.size:
+                v = cells[int(exact[0])].value(logs)
+            else:
+                near = np.argsort(dist, kind="stable")[:NEAREST_COMBOS]
+                w = 1.0 / dist[near] ** 2
+                v = sum(wi * cells[int(j)].value(logs) for wi, j in zip(w, near)) / w.sum()
+        else:
+            v = cells[0].value(logs)
+        t = ref * np.exp(v)
+        return float(t) if scalar else t
