@@ -6,6 +6,8 @@
   dtype, shape, flops, bytes, roofline_s, measured_s, predicted_s, held_out`, and where present `impl`, `primary`,
   `in_profile`), `fit.json` and the folder's own profile `<hardware>.parquet`.
 - A **validation run** (`validation.json`, from `python -m sim.validate`).
+- A **silicon validation matrix** (`matrix.json` of schema `inferplan.silicon_matrix/1` and `matrix.vl.json`, from
+  `python -m sim.validate.silicon`): errors per partition and the predicted-vs-measured chart.
 
 Missing columns or metadata do not stop the page: loaders return what they could read plus notes saying what is
 missing; only an unreadable file is an `InputError`.
@@ -196,3 +198,52 @@ def flat_items(value: object, prefix: str = "") -> list[tuple[str, str]]:
     if isinstance(value, list):
         return [row for i, v in enumerate(value) for row in flat_items(v, f"{prefix}[{i}]")]
     return [(prefix, "" if value is None else str(value))]
+
+
+MATRIX_SCHEMA = "inferplan.silicon_matrix/1"
+MATRIX_MARKER = "matrix.json"
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """A silicon matrix folder: its document, the chart spec (None when absent) and a table per partition."""
+
+    path: Path
+    doc: dict
+    chart: dict | None
+    partitions: pd.DataFrame
+
+
+def matrix_folders(candidates: list[Path]) -> list[Path]:
+    """The folders among `candidates` whose `matrix.json` is a silicon matrix (other `matrix.json` files are not)."""
+    out = []
+    for folder in candidates:
+        try:
+            doc = json.loads((Path(folder) / MATRIX_MARKER).read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc, dict) and doc.get("schema") == MATRIX_SCHEMA:
+            out.append(Path(folder))
+    return out
+
+
+def matrix_table(doc: dict) -> pd.DataFrame:
+    """One row per partition, then `overall`: rows and TTFT/TPOT median |error|, MAPE and bias (%)."""
+    rows = []
+    items = list((doc.get("partitions") or {}).items()) + [("overall", doc.get("overall") or {})]
+    for name, s in items:
+        row = {"partition": name, "rows": s.get("rows", 0)}
+        for m in ("ttft", "tpot"):
+            fig = s.get(m) or {}
+            row |= {f"{m.upper()} median |error| (%)": fig.get("median_abs_pct"),
+                    f"{m.upper()} MAPE (%)": fig.get("mape_pct"), f"{m.upper()} bias (%)": fig.get("bias_pct")}
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def load_matrix(folder: Path) -> Matrix:
+    """A silicon matrix folder (`InputError` when `matrix.json` is broken; a missing chart is None)."""
+    doc = read_json(Path(folder) / MATRIX_MARKER, MATRIX_MARKER)
+    spec_path = Path(folder) / "matrix.vl.json"
+    chart = read_json(spec_path, spec_path.name) if spec_path.is_file() else None
+    return Matrix(Path(folder), doc, chart, matrix_table(doc))

@@ -113,3 +113,23 @@ if validations:
         st.dataframe(pd.DataFrame(cal.flat_items(doc), columns=["figure", "value"]), hide_index=True)
     except InputError as err:
         st.error(explain(err))
+
+matrices = cal.matrix_folders(ui.find_folders(tuple(map(str, ui.results_roots())), cal.MATRIX_MARKER))
+if matrices:
+    st.subheader("Validation matrix on measured silicon")
+    chosen = st.selectbox("Matrix run", matrices, format_func=str, key="cal_matrix",
+                          help="A folder written by `python -m sim.validate.silicon` (matrix.json).")
+    try:
+        matrix = cal.load_matrix(chosen)
+    except InputError as err:
+        st.error(explain(err))
+    else:
+        counts = matrix.doc.get("counts") or {}
+        reasons = ", ".join(f"{k}: {n}" for k, n in (counts.get("unsupported_by_reason") or {}).items())
+        st.caption(f"{counts.get('simulated', 0)} rows simulated, {counts.get('failed', 0)} failed, "
+                   f"{counts.get('unsupported', 0)} not expressible{f' ({reasons})' if reasons else ''}. Errors "
+                   "of the simulated median against the measured value; negative bias = simulated faster.")
+        if matrix.chart is not None:
+            st.vega_lite_chart(matrix.chart)
+        st.dataframe(matrix.partitions, hide_index=True, column_config={
+            c: st.column_config.NumberColumn(c, format="%.1f") for c in matrix.partitions.columns if "(%)" in c})

@@ -1,0 +1,98 @@
+"""`python -m sim.validate.silicon [csv=<file>] [jobs=N] [limit=N] [systems=h100_sxm,h200_sxm] [ids=a,b]
+[rounds=10] [out=<dir>] [resume=true]`: simulate every row of a measured-runs table (default: the shipped copy)
+and report the TTFT/TPOT errors per partition and concurrency band, and the rows it cannot express by reason.
+
+`jobs` worker processes (default 1); `limit` the first N rows after the `systems`/`ids` filters; `rounds` requests
+per client (the benchmark client's 10). Results go to `out` (default runs/validate/silicon/<time>) as each row
+finishes: Ctrl-C keeps them, writes the report of what finished and exits 130; `resume=true` with the same `out`
+(and options) runs only the rows its rows.csv lacks. Bad input: one line, exit 2.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from inferplan.errors import InputError, exit_on_input_error
+from inferplan.interrupts import signals_raise
+from sim.validate.silicon.report import text_report, write_outputs
+from sim.validate.silicon.runner import run_matrix
+from sim.validate.silicon.table import CSV_PATH, read_table
+
+OPTIONS = ("csv", "jobs", "limit", "systems", "ids", "rounds", "out", "resume")
+
+
+def _positive(args: dict, key: str, default: int | None) -> int | None:
+    if key not in args:
+        return default
+    try:
+        value = int(args[key])
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise InputError("command line", key, f"must be a whole number >= 1, got {args[key]!r}", f"give e.g. {key}=2")
+    return value
+
+
+def _bool(args: dict, key: str) -> bool:
+    value = args.get(key, "false").lower()
+    if value not in ("true", "false"):
+        raise InputError("command line", key, f"must be true or false, got {args[key]!r}", f"give {key}=true")
+    return value == "true"
+
+
+def parse_args(argv: list[str]) -> dict:
+    args = {}
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        if not sep or key not in OPTIONS:
+            raise InputError("command line", arg, "unknown argument", f"give key=value with keys {', '.join(OPTIONS)}")
+        args[key] = value
+    return {"csv": Path(args.get("csv") or CSV_PATH), "jobs": _positive(args, "jobs", 1),
+            "limit": _positive(args, "limit", None), "rounds": _positive(args, "rounds", 10),
+            "systems": [s for s in args.get("systems", "").split(",") if s],
+            "ids": [s for s in args.get("ids", "").split(",") if s],
+            "resume": _bool(args, "resume"),
+            "out": Path(args.get("out") or Path("runs") / "validate" / "silicon" / time.strftime("%Y-%m-%d_%H-%M-%S"))}
+
+
+def select(rows: list, systems: list[str], ids: list[str], limit: int | None) -> list:
+    if systems:
+        rows = [r for r in rows if r.system in systems]
+    if ids:
+        known = {r.id for r in rows}
+        missing = [i for i in ids if i not in known]
+        if missing:
+            raise InputError("command line", "ids", f"no row {missing[0]!r} in the table",
+                             "give ids of its `id` column")
+        rows = [r for r in rows if r.id in set(ids)]
+    return rows[:limit] if limit else rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if any(a in ("-h", "--help") for a in argv):
+        print(__doc__)
+        return
+    with exit_on_input_error():
+        opts = parse_args(argv)
+        rows = select(read_table(opts["csv"]), opts["systems"], opts["ids"], opts["limit"])
+        if not rows:
+            raise InputError("command line", "systems", "no row left after the filters", "widen systems=/ids=")
+    print(f"silicon matrix: {len(rows)} rows of {opts['csv']}, jobs={opts['jobs']}, results -> {opts['out']}",
+          flush=True)
+    with signals_raise():
+        run = run_matrix(rows, opts["out"], jobs=opts["jobs"], rounds=opts["rounds"], resume=opts["resume"])
+    options = {k: (str(v) if isinstance(v, Path) else v) for k, v in opts.items()}
+    doc = write_outputs(run.records, opts["out"], opts["csv"], len(rows), options, run.wall_s,
+                        interrupted=bool(run.interrupted_by))
+    print(text_report(doc))
+    print(f"results: {opts['out']} (rows.csv, rows.parquet, matrix.json, report.txt"
+          + (", matrix.html, matrix.svg)" if "chart_html" in doc["files"] else ")"))
+    if run.interrupted_by:
+        print(f"interrupted: {doc['counts']['not_run']} rows not run", file=sys.stderr)
+        raise SystemExit(128 + run.interrupted_by)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""What the matrix knows about the measured rows' models beyond `conf/model`: the architectures the simulator
+cannot express, and checkpoint facts a row's columns do not carry. Sources: the models' Hugging Face config.json
+facts (the `hf_id` yamls in `conf/model/` name theirs)."""
+from __future__ import annotations
+
+import functools
+
+from sim.validate.deployment import model_for_id, normalize_model_id
+
+# Re-exports of one model under a format suffix (nvidia/Qwen3-32B-NVFP4) name the same network.
+FORMAT_SUFFIXES = ("-nvfp4", "-mxfp4", "-fp4", "-fp8", "-fp8-dynamic", "-int4")
+
+# Normalized model id -> why its architecture is beyond the simulator (the model layer has GQA and MLA, dense and
+# MoE FFNs; no sliding windows, attention sinks or linear-attention layers).
+UNSUPPORTED_ARCHITECTURES = {
+    "gpt-oss-120b": "sliding-window attention (128 tokens on 18 of 36 layers) and attention sinks "
+                    "(openai/gpt-oss-120b config.json layer_types; vLLM gpt_oss.py)",
+    "gpt-oss-20b": "sliding-window attention and attention sinks (openai/gpt-oss-20b config.json layer_types)",
+    "qwen3.5-397b-a17b": "hybrid linear attention: 45 of 60 layers are Gated DeltaNet with a fixed-size state "
+                         "(Qwen/Qwen3.5-397B-A17B config.json layer_types)",
+}
+
+# conf/model name -> deployment keys every row of the model needs, with why.
+MODEL_DEPLOYMENT = {
+    "glm_5": ({"sparse_attention": {"top_k_tokens": 2048, "indexer_heads": 32, "indexer_head_dim": 128}},
+              "GLM-5 sparse-attention indexer from its config.json (index_topk 2048, index_n_heads 32, "
+              "index_head_dim 128)"),
+}
+
+# conf/model name -> (expert format, weight groups the checkpoint keeps in bf16 when its experts are in that format).
+CHECKPOINT_BF16_GROUPS = {
+    "kimi_k2_5": ("int4_wo", ("attention", "ffn", "shared_experts"),
+                  "Kimi-K2.5 INT4 checkpoint: routed experts INT4 (group 32); attention, shared experts and the dense "
+                  "MLP in bf16 (config.json quantization_config.ignore)"),
+}
+
+
+def base_model_id(model_path: str) -> str:
+    """The normalized id with a format suffix removed: `nvidia/Qwen3-32B-NVFP4` -> `qwen3-32b`."""
+    name = normalize_model_id(model_path)
+    for suffix in FORMAT_SUFFIXES:
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def unsupported_architecture(model_path: str) -> str | None:
+    return UNSUPPORTED_ARCHITECTURES.get(base_model_id(model_path))
+
+
+@functools.cache
+def conf_model(model_path: str) -> str | None:
+    """The `conf/model` name of the row's network (its `hf_id`, format suffixes ignored), or None."""
+    return model_for_id(model_path) or model_for_id(base_model_id(model_path))

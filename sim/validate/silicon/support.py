@@ -1,0 +1,169 @@
+"""Can the simulator express a row, and how: `plan_row(row)` gives a `RowPlan` (hardware, model, formats,
+parallelism, engine preset, assumptions) or an `Unsupported` with the reason it is counted under.
+
+Checks, in order (a row is counted under the first that fails; `Unsupported.also` lists the rest):
+hardware (a `conf/hardware` spec), mode (`disagg` needs worker counts and a client concurrency, and the matrix does
+not build prefill/decode pools yet), client concurrency, architecture (`models.UNSUPPORTED_ARCHITECTURES`), model
+(a `conf/model` yaml with the row's `hf_id`), format (FP4 formats have no `calibrate.ops.DTYPES` entry),
+parallelism (expert parallelism is 1 or every device of the instance), engine (a `conf/engine` preset).
+"""
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+
+from calibrate.ops import DTYPES
+from inferplan.errors import InputError
+from inferplan.specs import available, load_model
+from sim.validate.published import engine_preset
+from sim.validate.silicon import models
+from sim.validate.silicon.table import SiliconRow
+
+# Reasons a row is not simulated: key -> what the report prints.
+REASONS = {
+    "hardware": "hardware the project lacks (no conf/hardware spec)",
+    "disagg_no_workers": "disaggregated without worker counts",
+    "disagg_no_concurrency": "disaggregated without a client concurrency",
+    "disagg": "disaggregated (the matrix builds unified pools only)",
+    "no_concurrency": "no client concurrency (batch_size empty)",
+    "architecture": "unsupported architecture (sliding window, attention sinks, hybrid linear attention)",
+    "model": "model the project lacks (no conf/model yaml with its hf_id)",
+    "fp4_format": "FP4 format (NVFP4/MXFP4: no such weight format in the cost model)",
+    "format": "weight format the cost model lacks",
+    "parallelism": "parallelism the deployment cannot express (MoE TP x EP mix)",
+    "engine": "engine without a conf/engine preset",
+}
+
+
+@dataclass(frozen=True)
+class Unsupported:
+    reason: str                 # a REASONS key
+    detail: str                 # the row's specifics, one line
+    also: tuple[str, ...] = ()  # further REASONS keys that apply
+
+
+@dataclass(frozen=True)
+class RowPlan:
+    """A row as the simulator runs it: one instance of `tp x dp` devices, `clients` closed-loop clients."""
+
+    row: SiliconRow
+    hardware: str
+    model: str
+    engine: str                  # conf/engine preset
+    tp: int
+    weights_dtype: str
+    deployment: dict             # the pool's deployment mapping (dp, ep, pp, weights, sparse_attention), {} if none
+    assumptions: tuple[str, ...]
+
+
+@functools.cache
+def _is_moe(model: str) -> bool:
+    return load_model(model).moe is not None
+
+
+def hardware_for(system: str) -> str | None:
+    """The `conf/hardware` name of a `system`: the same name, else without its `_sxm` suffix (h200_sxm -> h200)."""
+    names = available("hardware")
+    for name in (system, system.removesuffix("_sxm")):
+        if name in names:
+            return name
+    return None
+
+
+def _format(mode: str) -> tuple[str | None, str]:
+    """(cost-model weight format or None, reason key if None) of a quant-mode column value."""
+    if "fp4" in mode:
+        return None, "fp4_format"
+    if mode in DTYPES:
+        return mode, ""
+    return None, "format"
+
+
+def _version_preset(row: SiliconRow, notes: list[str]) -> str | None:
+    version = row.engine_version
+    if row.engine in ("vllm", "sglang") and not re.match(r"^\d+\.\d+", version):
+        preset = {"vllm": "vllm_v1", "sglang": "sglang_v04"}[row.engine]
+        notes.append(f"engine version {version or 'not recorded'!r}: the newest {row.engine} preset, {preset}")
+        return preset
+    try:
+        return engine_preset({"id": row.id, "engine": row.engine, "engine_version": version, "flags": ""})
+    except InputError:
+        return None
+
+
+def _parallelism(row: SiliconRow, moe: bool) -> tuple[int, dict, str | None]:
+    """(tp, deployment keys, problem) from the row's TP/PP/attention-DP/MoE columns."""
+    tp, pp, dp = row.tp or 1, row.pp or 1, row.attention_dp or 1
+    dep: dict = {}
+    if dp > 1:
+        dep["dp"] = dp
+    if pp > 1:
+        dep["pp"] = pp
+    if moe and (row.moe_ep or 0) > 1:
+        devices = tp * dp
+        if row.moe_ep != devices or (row.moe_tp or 1) > 1:
+            return tp, dep, (f"moe_tp {row.moe_tp} x moe_ep {row.moe_ep} over tp {tp} x attention dp {dp}: expert "
+                             "parallelism must be 1 or span every device")
+        dep["ep"] = devices
+    return tp, dep, None
+
+
+def plan_row(row: SiliconRow) -> RowPlan | Unsupported:
+    """The row's simulation plan, or why it has none."""
+    reasons: list[tuple[str, str]] = []
+    hardware = hardware_for(row.system)
+    if hardware is None:
+        reasons.append(("hardware", f"system {row.system!r}"))
+        hardware = row.system
+    if row.mode == "disagg":
+        if None in row.disagg_workers:
+            reasons.append(("disagg_no_workers", "prefill/decode worker counts empty"))
+        elif row.clients is None:
+            reasons.append(("disagg_no_concurrency", "batch_size empty"))
+        else:
+            reasons.append(("disagg", f"{row.disagg_workers[0]} prefill + {row.disagg_workers[1]} decode workers"))
+    elif row.clients is None or row.clients < 1:
+        reasons.append(("no_concurrency", "batch_size empty"))
+    arch = models.unsupported_architecture(row.model_path)
+    model = models.conf_model(row.model_path)
+    if arch is not None:
+        reasons.append(("architecture", f"{row.model}: {arch}"))
+    elif model is None:
+        reasons.append(("model", f"{row.model_path!r}"))
+    notes: list[str] = []
+    gemm_mode = row.gemm_quant_mode or row.precision
+    if not gemm_mode:
+        gemm_mode = "bf16"
+        notes.append("precision not recorded: the checkpoint's bf16")
+    moe = model is not None and _is_moe(model)
+    weights, why = _format(gemm_mode)
+    experts, why_moe = _format(row.moe_quant_mode or gemm_mode) if moe else (weights, why)
+    for w, key, mode in ((weights, why, gemm_mode), (experts, why_moe, row.moe_quant_mode)):
+        if w is None and key not in {k for k, _ in reasons}:
+            reasons.append((key, f"{mode!r}"))
+    tp, dep, problem = _parallelism(row, moe)
+    if problem:
+        reasons.append(("parallelism", problem))
+    preset = _version_preset(row, notes)
+    if preset is None:
+        reasons.append(("engine", f"{row.engine!r}"))
+    if reasons:
+        return Unsupported(reasons[0][0], reasons[0][1], tuple(k for k, _ in reasons[1:]))
+    assert model is not None and weights is not None and experts is not None and preset is not None
+    group_weights = {}
+    if moe and experts != weights:
+        group_weights["experts"] = experts
+    if model in models.CHECKPOINT_BF16_GROUPS:
+        fmt, groups, why_ckpt = models.CHECKPOINT_BF16_GROUPS[model]
+        if experts == fmt:
+            group_weights.update({g: "bf16" for g in groups} | {"experts": experts})
+            notes.append(why_ckpt)
+    if group_weights:
+        dep["weights"] = group_weights
+    if model in models.MODEL_DEPLOYMENT:
+        extra, why_extra = models.MODEL_DEPLOYMENT[model]
+        dep.update(extra)
+        notes.append(why_extra)
+    return RowPlan(row=row, hardware=hardware, model=model, engine=preset, tp=tp, weights_dtype=weights,
+                   deployment=dep, assumptions=tuple(notes))

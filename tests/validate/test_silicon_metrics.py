@@ -1,0 +1,122 @@
+"""The matrix's error metrics and row planning on hand-made numbers and rows (no simulation)."""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+
+from sim.validate.silicon.metrics import band, error_pct, grouped, partition, summarize, summary
+from sim.validate.silicon.support import RowPlan, Unsupported, plan_row
+from sim.validate.silicon.table import SiliconRow
+
+
+def test_error_pct_is_signed_percent_of_measured():
+    assert error_pct(80.0, 100.0) == pytest.approx(-20.0)
+    assert error_pct(0.15, 0.1) == pytest.approx(50.0)
+    assert math.isnan(error_pct(1.0, 0.0))
+    assert math.isnan(error_pct(float("nan"), 1.0))
+
+
+@pytest.mark.parametrize("clients,label", [(1, "1-4"), (4, "1-4"), (5, "5-32"), (32, "5-32"), (33, "33-128"),
+                                           (128, "33-128"), (129, ">128"), (512, ">128")])
+def test_concurrency_bands(clients, label):
+    assert band(clients) == label
+
+
+def test_band_below_one_client_is_an_error():
+    with pytest.raises(ValueError, match="below 1"):
+        band(0)
+
+
+def test_summary_median_abs_mape_and_bias():
+    s = summary([-10.0, 20.0, -30.0, float("nan")])  # NaN (no simulated value) is left out
+    assert s == {"rows": 3, "median_abs_pct": pytest.approx(20.0), "mape_pct": pytest.approx(20.0),
+                 "bias_pct": pytest.approx(-10.0)}
+    assert summary([])["rows"] == 0 and math.isnan(summary([])["bias_pct"])
+
+
+def test_summarize_and_group_per_partition():
+    recs = [{"system": "h100_sxm", "engine": "vllm", "model": "M", "shape": "1024x1024", "ttft_error_pct": -80.0,
+             "tpot_error_pct": 10.0},
+            {"system": "h100_sxm", "engine": "vllm", "model": "M", "shape": "1024x1024", "ttft_error_pct": -60.0,
+             "tpot_error_pct": -30.0},
+            {"system": "h200_sxm", "engine": "sglang", "model": "M", "shape": "8192x1024", "ttft_error_pct": 40.0,
+             "tpot_error_pct": 5.0}]
+    g = grouped(recs, partition)
+    assert list(g) == ["h100_sxm vllm M 1024x1024", "h200_sxm sglang M 8192x1024"]
+    first = g["h100_sxm vllm M 1024x1024"]
+    assert first["rows"] == 2
+    assert first["ttft"]["median_abs_pct"] == pytest.approx(70.0) and first["ttft"]["bias_pct"] == pytest.approx(-70.0)
+    assert first["tpot"]["mape_pct"] == pytest.approx(20.0) and first["tpot"]["bias_pct"] == pytest.approx(-10.0)
+    assert summarize(recs)["ttft"]["median_abs_pct"] == pytest.approx(60.0)
+
+
+ROW = SiliconRow(id="r", engine="vllm", engine_version="0.18.0", model_path="Qwen/Qwen3-32B", system="h100_sxm",
+                 precision="fp8", gemm_quant_mode="fp8", moe_quant_mode="fp8", mode="agg", isl_tokens=1024,
+                 osl_tokens=1024, clients=8, tp=2, pp=1, attention_dp=1, moe_tp=1, moe_ep=1,
+                 disagg_workers=(None, None), measured_ttft_s=0.1, measured_tpot_s=0.01)
+
+
+def test_plan_of_an_expressible_row():
+    p = plan_row(ROW)
+    assert isinstance(p, RowPlan)
+    assert (p.hardware, p.model, p.engine, p.tp, p.weights_dtype, p.deployment) == \
+        ("h100_sxm", "qwen3_32b", "vllm_v1", 2, "fp8", {})
+    h200 = plan_row(dataclasses.replace(ROW, system="h200_sxm", precision="", gemm_quant_mode="", moe_quant_mode=""))
+    assert h200.hardware == "h200" and h200.weights_dtype == "bf16"
+    assert any("bf16" in a for a in h200.assumptions)
+
+
+@pytest.mark.parametrize("change,reason", [
+    ({"system": "x9000_sxm"}, "hardware"),
+    ({"mode": "disagg", "clients": None}, "disagg_no_workers"),
+    ({"mode": "disagg", "clients": None, "disagg_workers": (2, 1)}, "disagg_no_concurrency"),
+    ({"clients": None}, "no_concurrency"),
+    ({"model_path": "openai/gpt-oss-120b", "gemm_quant_mode": "nvfp4"}, "architecture"),
+    ({"model_path": "Qwen/Qwen3.5-397B-A17B"}, "architecture"),
+    ({"model_path": "example/Unknown-7B"}, "model"),
+    ({"model_path": "nvidia/Qwen3-32B-NVFP4", "precision": "fp4", "gemm_quant_mode": "nvfp4"}, "fp4_format"),
+    ({"model_path": "MiniMaxAI/MiniMax-M2.5", "tp": 4, "moe_tp": 2, "moe_ep": 2}, "parallelism"),
+])
+def test_unsupported_rows_name_their_reason(change, reason):
+    p = plan_row(dataclasses.replace(ROW, **change))
+    assert isinstance(p, Unsupported) and p.reason == reason
+
+
+def test_fp4_on_an_unsupported_architecture_lists_both_reasons():
+    p = plan_row(dataclasses.replace(ROW, model_path="openai/gpt-oss-120b", precision="fp4", gemm_quant_mode="nvfp4",
+                                     moe_quant_mode="nvfp4"))
+    assert p.reason == "architecture" and "fp4_format" in p.also
+
+
+def test_moe_rows_map_expert_parallelism_and_checkpoint_formats():
+    ep = plan_row(dataclasses.replace(ROW, model_path="MiniMaxAI/MiniMax-M2.5", tp=4, attention_dp=4, moe_tp=1,
+                                      moe_ep=16))
+    assert ep.model == "minimax_m2_5" and ep.deployment == {"dp": 4, "ep": 16}
+    kimi = plan_row(dataclasses.replace(ROW, model_path="moonshotai/Kimi-K2.5", system="h200_sxm", precision="int4",
+                                        gemm_quant_mode="int4_wo", moe_quant_mode="int4_wo", tp=8, moe_tp=8))
+    assert kimi.weights_dtype == "int4_wo"
+    assert kimi.deployment["weights"] == {"attention": "bf16", "ffn": "bf16", "shared_experts": "bf16",
+                                          "experts": "int4_wo"}
+    glm = plan_row(dataclasses.replace(ROW, model_path="zhipuai/GLM-5", engine="sglang", engine_version="glm5-hopper",
+                                       system="h200_sxm", moe_quant_mode="fp8_block", tp=8, moe_tp=8))
+    assert glm.engine == "sglang_v04" and glm.deployment["sparse_attention"]["indexer_heads"] == 32
+    assert glm.deployment["weights"] == {"experts": "fp8_block"}
+
+
+@pytest.mark.parametrize("name, billions, rel", [
+    ("qwen3_32b", 32.8, 0.01), ("minimax_m2_5", 230.0, 0.01), ("glm_5", 744.0, 0.01),
+    ("kimi_k2_5", 1040.0, 0.02)])  # Kimi: the model card's "1T" / K2's 1.04 T includes the vision tower
+def test_the_matrix_model_yamls_have_their_published_sizes(name, billions, rel):
+    from inferplan.specs import load_model
+    from sim.core.cost.weights import attention_params, ffn_params
+
+    m = load_model(name)
+    total = m.num_layers * attention_params(m) + (m.num_layers - m.num_moe_layers) * ffn_params(m, m.intermediate_size)
+    if m.moe is not None:
+        e = m.moe
+        total += m.num_moe_layers * (ffn_params(m, e.expert_intermediate_size) * (e.num_experts + e.shared_experts)
+                                     + m.hidden_size * e.num_experts)
+    total += 2 * m.vocab_size * m.hidden_size  # embedding and LM head (untied in all four)
+    assert total / 1e9 == pytest.approx(billions, rel=rel)
