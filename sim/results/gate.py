@@ -9,6 +9,8 @@ Read from `summary.json` `verdict` records (sim/review/verdict.py): the run pass
 """
 from __future__ import annotations
 
+from sim.results.schema import SUMMARY
+
 ALL = "all"
 MAX_LISTED = 4          # misses named on the line; the rest are counted (every one is in summary.json `verdict`)
 
@@ -56,7 +58,7 @@ def failures(summary: dict) -> list[str]:
     if records is None:  # (a summary written before verdict records: the run-wide `slo.met`)
         met = (summary.get("slo") or {}).get("met") or {}
         return [f"{k} {'no data' if v is None else 'missed'}" for k, v in met.items() if v is not True] \
-            or ([] if met else ["no SLO verdict in summary.json"])
+            or ([] if met else [f"no SLO verdict in {SUMMARY}"])
     overall = [r for r in records if r["class"] == ALL and r["pool"] == ALL]
     if overall and all(r["status"] == "met" for r in overall):
         return []
@@ -78,7 +80,7 @@ def verdict_line(summary: dict) -> str:
         return "PASS"
     shown = misses[:MAX_LISTED]
     more = len(misses) - len(shown)
-    return "FAIL: " + "; ".join(shown) + (f"; +{more} more (summary.json verdict)" if more else "")
+    return "FAIL: " + "; ".join(shown) + (f"; +{more} more ({SUMMARY} verdict)" if more else "")
 
 
 def passed(summary: dict) -> bool:

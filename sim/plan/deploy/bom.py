@@ -11,6 +11,7 @@ import math
 from sim.plan.deploy.kubernetes import GPU_PRODUCTS
 from sim.plan.deploy.source import PoolServing
 from sim.plan.result import duration_words
+from sim.results.schema import SUMMARY
 
 HOURS_PER_MONTH = 730.0   # 365 x 24 / 12
 
@@ -86,7 +87,7 @@ def bill_of_materials(pools: list[PoolServing], summary: dict | None) -> dict:
             "prices are the simulation's: a pool's usd_per_hour per instance, else its hardware's per device "
             "(conf/hardware, 2025 on-demand list prices; assumptions)",
             "nodes: pods of a pool packed onto whole nodes; an instance over several nodes takes whole nodes",
-            "simulated_peak: the largest instance count the simulated autoscaler reached (summary.json)",
+            f"simulated_peak: the largest instance count the simulated autoscaler reached ({SUMMARY})",
             "no storage, network, CPU-only gateway or control-plane costs",
         ],
         "pools": per_pool,

@@ -27,6 +27,7 @@ from sim.plan.deploy.engines import launch
 from sim.plan.deploy.gateway import HEADER as GATEWAY_HEADER, gateway_settings
 from sim.plan.deploy.kubernetes import pool_objects
 from sim.plan.deploy.source import pool_serving
+from sim.results.schema import POOLS, SUMMARY
 
 
 def _comment(text: str) -> str:
@@ -105,7 +106,7 @@ def deployment_files(run, summary: dict | None, pool_rows: dict[str, list[dict]]
 
 def _pool_rows(run_dir: Path) -> dict[str, list[dict]]:
     """pools.parquet rows (t_s, starting, active) by pool; empty when the folder has none."""
-    path = run_dir / "pools.parquet"
+    path = run_dir / POOLS
     if not path.is_file():
         return {}
     import pyarrow.parquet as pq
@@ -125,7 +126,7 @@ def write_deployment(plan: dict, plan_path, out_dir) -> list[Path]:
     run = load_run_config(compose_config([*plan["base_overrides"], *c["override_args"]]))
     run_dir = plan_path.parent / c["run_dir"] if c.get("run_dir") else None
     summary = None
-    if run_dir is not None and (run_dir / "summary.json").is_file():
+    if run_dir is not None and (run_dir / SUMMARY).is_file():
         from sim.results.read import try_summary
         found = try_summary(run_dir)
         summary = None if found is None else dict(found)
