@@ -66,7 +66,7 @@ def peaks_of(hardware: str) -> tuple[Peaks, dict]:
 
 
 def import_one(db: AicDb, hardware: str, engine: str | None, out: Path | None,
-               analytical: bool) -> tuple[str, list, int]:
+               analytical=None) -> tuple[str, list, int]:
     """Convert, cross-validate and (unless `out` is None) write one GPU's profile; (engine label, report lines,
     rows)."""
     columns, prov = convert(db, hardware, engine)
@@ -105,8 +105,10 @@ def write_doc(table: str, command: str) -> None:
     DOC.write_text(text)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m calibrate.import_aic", description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None, analytical=None, prog: str = "python -m calibrate.import_aic") -> int:
+    """The command; `analytical` (from the simulator's side, `python -m sim.validate.op_accuracy`) adds the
+    analytical model's error on the same rows to the report: calibration itself never imports the simulator."""
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("systems", help="AIConfigurator's systems folder (<gpu>.yaml, data/<gpu>/...)")
     parser.add_argument("--hardware", required=True,
                         help=f"conf/hardware name ({', '.join(HARDWARE.values())}) or `all`")
@@ -115,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None, help="profile to write (default calibrate/profiles/aic/<hardware>"
                         ".parquet; a folder with --hardware all)")
     parser.add_argument("--no-write", action="store_true", help="write no profile (with --report: the table only)")
-    parser.add_argument("--report", action="store_true", help="also price every row analytically and print the table")
+    parser.add_argument("--report", action="store_true", help="print each family's cross-validated error (with the "
+                        "analytical model's beside it: python -m sim.validate.op_accuracy)")
     parser.add_argument("--write-doc", action="store_true", help="put the table into docs/cost-model.md")
     args = parser.parse_args(argv)
     with exit_on_input_error():
@@ -132,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
                 out = OUT_DIR / f"{hw}.parquet"
             else:
                 out = Path(args.out) / f"{hw}.parquet" if args.hardware == "all" else Path(args.out)
-            label, lines, rows = import_one(db, hw, args.engine, out, args.report or args.write_doc)
+            label, lines, rows = import_one(db, hw, args.engine, out, analytical)
             report.append((hw, label, lines))
             where = f"wrote {out} ({out.stat().st_size / 1e6:.2f} MB)" if out is not None else "not written"
             print(f"{hw}: {label}: {rows} rows; {where}", file=sys.stderr)
@@ -140,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         print(table)
         if args.write_doc:
             engine = f" --engine {args.engine}" if args.engine else ""
-            write_doc(table, f"python -m calibrate.import_aic <systems> --hardware {args.hardware}{engine} --report")
+            write_doc(table, f"{prog} <systems> --hardware {args.hardware}{engine} --report")
     return 0
 
 

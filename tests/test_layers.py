@@ -45,9 +45,10 @@ RULES = {
     "calibrate": ("calibrate", "kernels", "inferplan"),
     "scenarios": ("scenarios", "inferplan"),
     "sim.core": ("sim.core", "sim.compiled", "sim.config", "scenarios", "calibrate.ops", "calibrate.efficiency",
-                 "calibrate.profile", "inferplan"),
-    "sim": ("sim", "scenarios", "calibrate.ops", "calibrate.efficiency", "calibrate.profile", "calibrate.vidur",
-            "calibrate.reference_kernels", "inferplan"),
+                 "calibrate.profile", "calibrate.aic", "inferplan"),
+    "sim": ("sim", "scenarios", "calibrate.ops", "calibrate.efficiency", "calibrate.profile", "calibrate.aic",
+            "calibrate.import_aic",
+            "calibrate.vidur", "calibrate.reference_kernels", "inferplan"),
     "dashboard": ("dashboard", "sim.results", "sim.api", "inferplan"),
 }
 

@@ -2,8 +2,7 @@
 
 `family_errors(columns, peaks, hardware)` -> one line per family (NCCL per collective, GEMM also per format): rows,
 median and p90 |error| (%) of the grid form on held-out rows (`crossval`, 5-fold by shape), the median for whole
-models held out (`crossval.MODEL_KEYS`: attention heads / KV heads / head dim, MoE dimensions), and with
-`analytical=True` the analytical model's (`analytical`) on every row. `markdown(lines)` renders them.
+models held out (`crossval.MODEL_KEYS`: attention heads / KV heads / head dim, MoE dimensions), and with an `analytical` pricing function the analytical model's on every row. `markdown(lines)` renders them.
 """
 from __future__ import annotations
 
@@ -24,9 +23,10 @@ def _stats(err: np.ndarray) -> tuple[float, float]:
     return float(np.median(a)), float(np.percentile(a, 90))
 
 
-def family_errors(columns: dict[str, np.ndarray], peaks: Peaks, hardware: str, analytical: bool = False,
+def family_errors(columns: dict[str, np.ndarray], peaks: Peaks, hardware: str, analytical=None,
                   by_combo: bool = True) -> list[dict]:
-    """Report lines (dicts) for every family in `columns`."""
+    """Report lines (dicts) for every family in `columns`; `analytical(family, cols, hardware)` -> seconds per row
+    (the simulator's analytical pricing, `sim/validate/op_analytical.py`) adds its error beside the grid's."""
     lines = []
     fam = np.asarray(columns["family"])
     for family in FAMILIES:
@@ -37,9 +37,8 @@ def family_errors(columns: dict[str, np.ndarray], peaks: Peaks, hardware: str, a
         cv = cross_validate(family, cols, peaks)
         combo = cross_validate(family, cols, peaks, by_combo=True) if by_combo and family in BY_COMBO else None
         ana = None
-        if analytical:
-            from calibrate.aic.analytical import analytical_s
-            ana = analytical_s(family, cols, hardware) / np.asarray(cols["latency_s"], dtype=np.float64) - 1.0
+        if analytical is not None:
+            ana = analytical(family, cols, hardware) / np.asarray(cols["latency_s"], dtype=np.float64) - 1.0
         if family == "nccl":
             parts = [(f"nccl {op}", cols["op"] == op) for op in sorted(set(cols["op"].tolist()))]
         elif family == "custom_allreduce":

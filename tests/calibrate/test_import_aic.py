@@ -303,7 +303,8 @@ def test_old_and_bad_profiles(tmp_path, profile_path):
 
 
 def test_cli_report_prices_rows_analytically(db_root, tmp_path, capsys):
-    assert main([str(db_root), "--hardware", "h100_sxm", "--no-write", "--report"]) == 0
+    from sim.validate.op_accuracy import main as accuracy_main
+    assert accuracy_main([str(db_root), "--hardware", "h100_sxm"]) == 0
     out = capsys.readouterr().out
     line = next(ln for ln in out.splitlines() if "| gemm bf16 |" in ln)
     cells = [c.strip() for c in line.strip("|").split("|")]

@@ -14,7 +14,7 @@ hardware generation's forms (`calibrate.efficiency`), and `sim.core.cost.comm.Li
   kernels also run the activation, which the simulator prices with the layer's elementwise ops (not added here).
 * custom_allreduce and NCCL all-reduce: `Links.allreduce_s` at tp = gpus; NCCL all-to-all: `Links.all_to_all_s`
   (`generic` kernel) of the per-rank buffer; all-gather and reduce-scatter: the simulator prices none (NaN).
-The simulator is imported here only (calibration does not need it to load a profile).
+It lives with the simulator's programs: calibration never imports the simulator.
 """
 from __future__ import annotations
 
