@@ -25,7 +25,10 @@ scaled times are estimates: the older time times the re-measured / older ratio o
 40,000-request run, times `reference_s / 2.094` (marked `~`). Last line, for the 40,000-request 4-replica vLLM run:
 `vidur workload: loop <x>x, whole process <y>x, peak <m> MB`.
 
-    python bench/vidur_workload.py [--only c_vllm_4r_n40000 ...] [--keep DIR]
+    python bench/vidur_workload.py [--only c_vllm_4r_n40000 ...] [--keep DIR] [--set cost.profile=measured ...]
+
+`--set` adds a Hydra override to every run (and to the event count), e.g. `cost.profile=measured` to price from
+the AIConfigurator grid of the A100 (docs/cost-model.md, "Measured grids") instead of the analytical default.
 """
 from __future__ import annotations
 
@@ -146,6 +149,8 @@ def main() -> int:
     ap.add_argument("--only", nargs="*", default=None, help="run names of vidur-timings.csv (default: all eight)")
     ap.add_argument("--keep", default=None, help="write the run folders under this directory")
     ap.add_argument("--no-events", action="store_true", help="skip the extra in-process runs that count events")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="an extra Hydra override for every run, e.g. cost.profile=measured (repeatable)")
     args = ap.parse_args()
     src = folder()
     if not (src / "vidur-timings.csv").is_file():
@@ -176,7 +181,7 @@ def main() -> int:
             if row["trace"] not in traces:
                 traces[row["trace"]] = root / ("generic_" + row["trace"])
                 convert_trace(src / row["trace"], traces[row["trace"]])
-            ov = overrides(row["sched"], int(row["replicas"]), traces[row["trace"]])
+            ov = overrides(row["sched"], int(row["replicas"]), traces[row["trace"]]) + list(args.set)
             r = run_process(ov, root / name)
             s = r["summary"]
             events = 0 if args.no_events else count_events(ov)

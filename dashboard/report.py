@@ -105,11 +105,12 @@ def _config_name(c: dict) -> str:
 def _check_text(c: dict) -> str:
     unit = c.get("unit") or ""
     ach, tgt = c.get("achieved"), c.get("target")
+    run = "with one instance failed (N+1): " if c.get("run") == "n+1" else ""   # (plan.json, redundancy=n+1)
     if ach is None or tgt is None:
-        return f"{c.get('class', '')} {c.get('name', '')}: no data"
+        return f"{run}{c.get('class', '')} {c.get('name', '')}: no data"
     margin = (ach - tgt) if c.get("name") == "served_fraction" else (tgt - ach)
-    return (f"{c.get('class', '')} {c.get('name', '')}: {ach:.4g} {unit} against {tgt:.4g} {unit} "
-            f"(margin {margin:+.3g} {unit}, {margin / tgt:+.1%})" if tgt else f"{c.get('name')}: {ach:.4g}")
+    return run + (f"{c.get('class', '')} {c.get('name', '')}: {ach:.4g} {unit} against {tgt:.4g} {unit} "
+                  f"(margin {margin:+.3g} {unit}, {margin / tgt:+.1%})" if tgt else f"{c.get('name')}: {ach:.4g}")
 
 
 def plan_answer_sections(plan: dict) -> list[str]:

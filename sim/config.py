@@ -107,6 +107,12 @@ class PoolConfig:
     kv_tier2_bandwidth_bytes_per_s: float | None = None  # load bandwidth from tier 2; default the host link
     kv_tier2_shared: bool = False           # one tier 2 of kv_tier2_bytes for the whole pool (DeepSeek's 3FS KVCache)
     engine: Any = None                      # an engine preset for this pool: a name or {name, overrides} (conf/engine)
+    failures: Any = None                    # [{at_s, instances, repair_s}] or {mtbf_s, repair_s} (sim/core/fleet/failures.py)
+    pricing: str = "on_demand"              # on_demand | reserved | spot: the discount off usd_per_hour when billed
+    reserved_discount: float | None = None  # default: the scenario's pricing block (conf/config.yaml)
+    spot_discount: float | None = None      # default: the scenario's pricing block (conf/config.yaml)
+    spot_interruption_mtbf_s: float | None = None  # a spot pool's instances are interrupted at this mean interval
+    redundancy: str | None = None           # none | n+1: the planner's headroom check (default: its option)
 
 
 @dataclass(frozen=True)
@@ -169,6 +175,7 @@ class ScenarioConfig:
     overload: dict = field(default_factory=dict)       # the overload ladder (sim/core/fleet/overload.py)
     price_sheet: dict = field(default_factory=dict)    # optional revenue: USD per million tokens
     rolling_update: dict = field(default_factory=dict) # {at_s, wave_size, pools}: replace instances in waves
+    pricing: dict = field(default_factory=dict)        # reserved_discount, spot_discount: pools' defaults
     billing_granularity_s: float = 1.0
     monitor_window_s: float = 60.0                     # window of the P99s autoscalers act on
 

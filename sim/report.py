@@ -141,4 +141,7 @@ def provenance_lines(cm: dict, width: int = WIDTH) -> list[str]:
     if kind == "analytical":
         phrases.append("no number here was measured on a GPU")
     phrases.append(str(cm.get("note", "")))
-    return wrap([p for p in phrases if p], width, "")
+    lines = wrap([p for p in phrases if p], width, "")
+    for pool, text in (cm.get("sources") or {}).items():  # measured grids: who measured them
+        lines += wrap([f"measured ({pool}): {text}"], width, "  ")
+    return lines

@@ -3,7 +3,8 @@
 `load_run_config` (sim/config.py) ends here. Per pool: the hardware and model specs (conf/hardware, conf/model),
 the engine preset with its memory defaults (conf/engine), the batching parameters (the batching group's, or the
 defaults of a pool's own policy from conf/batching), the parsed deployment (conf/deployment presets), the
-measured profile (calibrate/profiles) and the GPU generation's fitted efficiency forms (conf/cost/generations).
+measured profile (calibrate/profiles), the GPU generation's fitted efficiency forms (conf/cost/generations), and
+its failures and pricing (sim/failure_config.py).
 Above the pools (`FleetSetup`): router parameters, placement and its routes, the overload ladder, each pool's
 autoscaler, each constructed once here to check it. Everything that can be refused is refused here, before a run
 starts, and nothing reads a file during one. What the core receives is typed: each registered extension
@@ -28,11 +29,14 @@ from inferplan.errors import InputError
 from inferplan.specs import CONF_DIR, HardwareSpec, ModelSpec, load_hardware, load_model
 from scenarios.config_reader import ConfigReader
 from sim.config import CostConfig, PoolConfig, PoolSpec, build
+from sim.failure_config import failure_plan, pool_price, redundancy
 from sim.core.cost.deployment import Deployment, parse_deployment
 from sim.core.cost.factory import PoolPricing, build_pool_pricing, resolve_profile
 from sim.core.fleet.autoscaler import ScalerContext, make_autoscaler
 from sim.core.fleet.autoscaler.scheduled import PlanStep
+from sim.core.fleet.billing import PoolPrice
 from sim.core.fleet.cold_start import ColdStart
+from sim.core.fleet.failures import FailurePlan
 from sim.core.fleet.overload import OverloadConfig
 from sim.core.fleet.placement import PLACEMENTS, ClassSlo, Route
 from sim.core.fleet.rolling_update import RollingPlan
@@ -58,6 +62,8 @@ class PoolSetup:
     deployment: Deployment
     profile: Any                 # calibrate.profile.Profile, or None (analytical)
     generation: Generation | None
+    failures: FailurePlan = FailurePlan()  # when its instances fail (none by default)
+    price: PoolPrice = PoolPrice()         # how its instances are bought (on demand by default)
 
 
 def _policy_defaults(policy: str) -> dict:
@@ -161,8 +167,13 @@ def resolve_pool(name: str, p: PoolConfig, run) -> PoolSetup:
     cold_start = checked(where, "cold_start", "valid keys: " + ", ".join(ColdStart.__dataclass_fields__),
                          lambda: ColdStart(**(p.cold_start or {})))
     dep, profile, generation = pricing_inputs(p, hardware, run.cost, where)
+    file = f"scenario/{run.scenario.name}"
+    price = pool_price(p.pricing, p.reserved_discount, p.spot_discount, p.spot_interruption_mtbf_s,
+                       run.scenario.pricing, file, f"pools.{name}")
+    failures = failure_plan(p.failures, p.spot_interruption_mtbf_s, file, f"pools.{name}")
+    redundancy(p.redundancy, file, f"pools.{name}")
     return PoolSetup(spec, hardware, model, engine, Component.of(batching_name, batching),
-                     token_budget, cold_start, dep, profile, generation)
+                     token_budget, cold_start, dep, profile, generation, failures, price)
 
 
 def checked(where: str, field: str, fix: str, build):

@@ -24,6 +24,7 @@ interpolation from their nearest measured neighbours along each axis (`_impute`)
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -164,22 +165,39 @@ def _impute(values: np.ndarray, axes: list[np.ndarray]) -> np.ndarray:
 
 
 class _Cell:
-    """One (cat, combo)'s dense grid: log axes and the filled tensor of v = log(latency / reference)."""
+    """One (cat, combo)'s dense grid: log axes and the filled tensor of v = log(latency / reference). The tensor
+    (averaging repeats and imputing the unmeasured cells: most of a grid's build) is made on first use: a pricer
+    reads the few combos nearest its model's, not all of them."""
 
-    __slots__ = ("axes", "values", "measured")
+    __slots__ = ("axes", "_logs", "_v", "_values", "_measured")
 
     def __init__(self, dense: np.ndarray, v: np.ndarray) -> None:
         logs = np.log(dense)
-        uniq = [np.unique(logs[:, j]) for j in range(dense.shape[1])]
-        index = tuple(np.searchsorted(u, logs[:, j]) for j, u in enumerate(uniq))
-        total = np.zeros(tuple(len(u) for u in uniq))
-        count = np.zeros_like(total)
-        np.add.at(total, index, v)
-        np.add.at(count, index, 1.0)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            values = np.where(count > 0, total / count, np.nan)
-        self.axes, self.measured = uniq, int((count > 0).sum())
-        self.values = _impute(values, uniq)
+        self.axes = [np.unique(logs[:, j]) for j in range(dense.shape[1])]
+        self._logs, self._v = logs, v
+        self._values: np.ndarray | None = None
+        self._measured = 0
+
+    @property
+    def measured(self) -> int:
+        """Grid points with a measurement."""
+        self.values  # (built with the tensor)
+        return self._measured
+
+    @property
+    def values(self) -> np.ndarray:
+        if self._values is None:
+            logs, uniq = self._logs, self.axes
+            index = tuple(np.searchsorted(u, logs[:, j]) for j, u in enumerate(uniq))
+            total = np.zeros(tuple(len(u) for u in uniq))
+            count = np.zeros_like(total)
+            np.add.at(total, index, self._v)
+            np.add.at(count, index, 1.0)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                values = np.where(count > 0, total / count, np.nan)
+            self._measured = int((count > 0).sum())
+            self._values = _impute(values, uniq)
+        return self._values
 
     def value(self, dense: list[np.ndarray]) -> np.ndarray:
         """v at the (log, already clamped below) dense coordinates: multilinear over the 2^d corners."""
@@ -212,32 +230,79 @@ class _Cell:
         return out
 
 
+def _rows_by_key(keys: list[np.ndarray], n: int) -> dict[tuple[str, ...], np.ndarray]:
+    """Row indices (ascending) of each distinct tuple of the `keys` columns' values. Rows of one key mostly sit in
+    runs (profiles are written sorted by them): found by comparing neighbours, so the work is per run, not per
+    row."""
+    if not keys:
+        return {(): np.arange(n)} if n else {}
+    change = np.zeros(n, dtype=bool)
+    if n:
+        change[0] = True
+    for col in keys:
+        change[1:] |= (col[1:] != col[:-1]).astype(bool)
+    starts = np.flatnonzero(change)
+    ends = np.append(starts[1:], n)
+    runs: dict[tuple[str, ...], list[np.ndarray]] = {}
+    for a, b in zip(starts.tolist(), ends.tolist()):
+        runs.setdefault(tuple(col[a] for col in keys), []).append(np.arange(a, b))
+    return {k: v[0] if len(v) == 1 else np.concatenate(v) for k, v in runs.items()}
+
+
+class _Groups(Mapping):
+    """A family's (combos, cells) per exact-match key, each built on first use: a pricer asks for one or two of a
+    family's formats (a bf16 model never builds the fp8 GEMM grids), and building one is most of a profile's
+    start-up. The keys are known from the start (`in`, iteration and `len` build nothing)."""
+
+    def __init__(self, build: Any, rows: dict[tuple[str, ...], np.ndarray]) -> None:
+        self._build, self._rows = build, rows
+        self._built: dict[tuple[str, ...], tuple[np.ndarray, list[_Cell]]] = {}
+
+    def __getitem__(self, key: tuple[str, ...]) -> tuple[np.ndarray, list[_Cell]]:
+        group = self._built.get(key)
+        if group is None:
+            group = self._built[key] = self._build(key, self._rows[key])  # (KeyError for an unknown key)
+        return group
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._rows
+
+    def __iter__(self):
+        return iter(self._rows)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+
 class FamilyGrid:
-    """One family's measured rows, ready to price any shape: `latency_s(cat, combo, dense)`."""
+    """One family's measured rows, ready to price any shape: `latency_s(cat, combo, dense)`. Each exact-match
+    key's grid is built when first asked for (`groups`)."""
 
     def __init__(self, family: str, cols: dict[str, np.ndarray], peaks: Peaks) -> None:
         self.family, self.spec, self.peaks = family, FAMILIES[family], peaks
         spec = self.spec
-        self.groups: dict[tuple[str, ...], tuple[np.ndarray, list[_Cell]]] = {}
+        self._cols = cols
+        self._lat = np.asarray(cols["latency_s"], dtype=np.float64)
+        by_cat = _rows_by_key([np.asarray(cols[c], dtype=object) for c in spec.cat], len(self._lat))
         self.lows: dict[tuple[str, ...], list[float]] = {}  # per key: each dense column's smallest measured value
-        lat = np.asarray(cols["latency_s"], dtype=np.float64)
-        cats = list(zip(*(np.asarray(cols[c]).tolist() for c in spec.cat))) if spec.cat else [()] * len(lat)
-        by_cat: dict[tuple[str, ...], list[int]] = {}
-        for i, key in enumerate(cats):
-            by_cat.setdefault(tuple(key), []).append(i)
-        for key, rows in by_cat.items():
-            r = np.asarray(rows)
-            f = {c: np.asarray(cols[c], dtype=np.float64)[r] for c in spec.combo + spec.dense}
-            self.lows[key] = [float(f[c].min()) for c in spec.dense]
-            v = np.log(lat[r] / reference_s(family, dict(zip(spec.cat, key)), f, peaks))
-            if spec.combo:
-                combos, which = np.unique(np.stack([f[c] for c in spec.combo], axis=1), axis=0, return_inverse=True)
-                which = which.reshape(-1)
-            else:
-                combos, which = np.zeros((1, 0)), np.zeros(len(r), dtype=np.intp)
-            dense = np.stack(spec.coords(f), axis=1)
-            cells = [_Cell(dense[which == j], v[which == j]) for j in range(len(combos))]
-            self.groups[key] = (np.log(combos) if spec.combo else combos, cells)
+        dense = {c: np.asarray(cols[c], dtype=np.float64) for c in spec.dense}
+        for key, r in by_cat.items():
+            self.lows[key] = [float(dense[c][r].min()) for c in spec.dense]
+        self.groups: Mapping[tuple[str, ...], tuple[np.ndarray, list[_Cell]]] = _Groups(self._group, by_cat)
+
+    def _group(self, key: tuple[str, ...], r: np.ndarray) -> tuple[np.ndarray, list[_Cell]]:
+        """(log combos, their cells) of one exact-match key's rows `r`."""
+        spec, cols = self.spec, self._cols
+        f = {c: np.asarray(cols[c], dtype=np.float64)[r] for c in spec.combo + spec.dense}
+        v = np.log(self._lat[r] / reference_s(self.family, dict(zip(spec.cat, key)), f, self.peaks))
+        if spec.combo:
+            combos, which = np.unique(np.stack([f[c] for c in spec.combo], axis=1), axis=0, return_inverse=True)
+            which = which.reshape(-1)
+        else:
+            combos, which = np.zeros((1, 0)), np.zeros(len(r), dtype=np.intp)
+        dense = np.stack(spec.coords(f), axis=1)
+        cells = [_Cell(dense[which == j], v[which == j]) for j in range(len(combos))]
+        return (np.log(combos) if spec.combo else combos, cells)
 
     def cats(self) -> list[tuple[str, ...]]:
         return sorted(self.groups)

@@ -11,8 +11,9 @@
 | `allreduce` | bytes, gpus, impl (custom: the engine's custom all-reduce captured in a CUDA graph; custom_eager; nccl), dtype | custom_allreduce or nccl |
 | `all_gather`, `reduce_scatter`, `all_to_all` | bytes (the whole buffer: all-gather's output, reduce-scatter's input, all-to-all's per-rank send buffer), gpus, dtype | nccl |
 
-`prefill_shape`, `decode_shape` turn the simulator's batch sums into those shapes. Grids are built per family on
-first use and kept. No file is read here: `calibrate.profile.load_profile` hands over the columns.
+`prefill_shape`, `decode_shape` turn the simulator's batch sums into those shapes. Grids are built on first use and
+kept: per family, then per format (exact-match key) and per combo (`grid.py`). No file is read here:
+`calibrate.profile.load_profile` hands over the columns. A simulator reads them through `lookup.GridLookup`.
 """
 from __future__ import annotations
 
@@ -64,9 +65,18 @@ class GridModel:
         self._rows = {f: np.flatnonzero(fam == f) for f in FAMILIES if (fam == f).any()}
         self._columns = columns
         self._grids: dict[str, FamilyGrid] = {}
+        self._lookup: Any = None
 
     def __repr__(self) -> str:  # (the simulator keys kept cost models on the profile's repr: content, not size)
         return f"GridModel(families={sorted(self._rows)}, sha256={self.digest})"
+
+    def lookup(self) -> Any:
+        """This model's `calibrate.aic.lookup.GridLookup`, kept with it (its slices serve every cost model priced from
+        this profile in the process, as the family grids do)."""
+        if self._lookup is None:
+            from calibrate.aic.lookup import GridLookup  # (it imports this module)
+            self._lookup = GridLookup(self)
+        return self._lookup
 
     @property
     def families(self) -> tuple[str, ...]:
@@ -75,7 +85,9 @@ class GridModel:
     def grid(self, family: str) -> FamilyGrid | None:
         g = self._grids.get(family)
         if g is None and family in self._rows:
-            r = self._rows[family]
+            r: Any = self._rows[family]
+            if len(r) and r[-1] - r[0] + 1 == len(r):  # (a profile is written sorted by family: views, no copies)
+                r = slice(int(r[0]), int(r[-1]) + 1)
             g = self._grids[family] = FamilyGrid(family, {k: v[r] for k, v in self._columns.items()}, self.peaks)
         return g
 

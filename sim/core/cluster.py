@@ -3,7 +3,8 @@ prefill/decode hand-offs, and the arrival process that feeds it all.
 
 Per request: arrival (+ front-end overhead) -> overload ladder (reject / fallback) -> placement (which pool) ->
 admission checks (length, queue cap) -> the pool's router -> an instance. A prefill pool's request returns here
-after its first token and moves, after its KV transfer, to the paired decode pool.
+after its first token and moves, after its KV transfer, to the paired decode pool. A request whose instance
+fails returns to its pool's router (`_on_failure`).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from scenarios.workload import Workload
 from sim.config import RunConfig
 from sim.core.cost.factory import kv_handoff_s
 from sim.core.fleet.autoscaler import FixedScaler, ScalerContext, make_autoscaler, run_autoscaler
+from sim.core.fleet.failures import PoolFailures, peak_s
 from sim.core.fleet.monitor import PoolMonitor
 from sim.core.fleet.overload import BREAKER, FALLBACK, SCALE_UP, OverloadLadder
 from sim.core.fleet.placement import PLACEMENTS
@@ -35,8 +37,16 @@ class Cluster:
             name: Pool(env, name, p, run, on_finish=self._on_leave, on_first_token=self._on_first_token,
                        hash_block_tokens=workload.hash_block_tokens)
             for name, p in run.pools.items()}
-        for pool in self.pools.values():
+        peak_at_s = -1.0  # (the workload's peak, found once if a pool fails at it: sim/core/fleet/failures.py)
+        for name, pool in self.pools.items():
             pool.on_capacity = self._capacity_changed
+            pool.on_failure = self._on_failure
+            plan = run.setups[name].failures
+            if plan.enabled:
+                if peak_at_s < 0.0:
+                    peak_at_s = peak_s(workload.arrival_s)
+                pool.failures = PoolFailures(env, pool, plan, run.seed, peak_at_s)
+                pool.failures.start()
         self.monitors = {name: PoolMonitor(scen.monitor_window_s) for name in self.pools}
         fleet = run.fleet  # validated at load (sim/resolve.py)
         self.max_outstanding = fleet.max_outstanding
@@ -132,6 +142,18 @@ class Cluster:
         del self.in_transit[req.request_id]
         req.prefill_pool, req.next_pool = prefill.name, ""  # (decodes where it lands)
         self._dispatch(req, decode, self.env.now)
+
+    def _on_failure(self, pool: Pool, held: list[SimRequest]) -> None:
+        """An instance of `pool` failed (sim/core/fleet/failures.py): each request it held goes back to the pool's
+        router as a fresh arrival of its remaining work (marked `instance_failure`: failed over), or is rejected
+        for that reason when the pool has no active instance left to take it."""
+        now = self.env.now
+        for req in held:
+            req.reject_reason = "instance_failure"
+            if pool.active:
+                self._dispatch(req, pool, now)
+            else:
+                self._reject(req, "instance_failure")
 
     def _dispatch(self, req: SimRequest, pool: Pool, now: float, from_queue: bool = False) -> bool:
         """Route `req` to an active instance below the outstanding cap; hold it at the router in FIFO order when

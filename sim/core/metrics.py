@@ -65,9 +65,9 @@ class RequestRecorder:
         i = req.request_id
         if ended:
             self.status[i] = _STATUS_INDEX[req.status]
-            if req.reject_reason:
-                self.reject_reason[i] = req.reject_reason
             self.finish_s[i] = req.finish_s
+        if req.reject_reason:  # (why it was rejected, or `instance_failure` on a request moved off a failed instance)
+            self.reject_reason[i] = req.reject_reason
         self.pool[i] = self._pool_index.get(req.pool, -1) + 1
         self.instance[i] = req.instance
         self.first_token_s[i] = req.first_token_s
@@ -84,7 +84,8 @@ class RequestRecorder:
                                          self._pool_index.get(req.prefill_pool, -1) + 1)
 
     def _reject_reasons(self, n: int) -> Labels:
-        """The reject_reason column: "" but for the rejected requests (no Python list of n items on the way)."""
+        """The reject_reason column: "" but for the rejected requests and those moved off a failed instance (no
+        Python list of n items on the way)."""
         names = ["", *dict.fromkeys(r for i, r in self.reject_reason.items() if i < n)]
         index = {r: k for k, r in enumerate(names)}
         codes = np.zeros(n, dtype=np.int8 if len(names) < 128 else np.int32)

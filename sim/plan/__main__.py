@@ -7,8 +7,9 @@ policy that meets the scenario's SLOs.
 Options: jobs=N, ray_address=local|auto|ray://<head>:10001, out_dir=..., cache_dir=plans/.cache, cache=false,
 objective=usd|usd_per_million_output_tokens|node_hours, progress=auto|true|false, mode=search|day (day: the
 fewest prefill/decode units per window of a day, `python -m sim.plan scenario=deepseek_v3_day mode=day`),
-check=true (the gate), deploy=<folder> (the chosen configuration as engine launch commands, Kubernetes objects,
-autoscaler, gateway settings and a bill of materials: sim/plan/deploy). See docs/planning.md.
+check=true (the gate), redundancy=n+1 (every pool must also meet the SLOs with one instance failed at the
+traffic's peak: sim/plan/redundancy.py), deploy=<folder> (the chosen configuration as engine launch commands,
+Kubernetes objects, autoscaler, gateway settings and a bill of materials: sim/plan/deploy). See docs/planning.md.
 The first line printed is the verdict: PASS, or FAIL: <what the cheapest configuration misses>.
 Exit status: 0 when a configuration meets the SLOs, 1 when none does (with or without check=true), 2 for bad input
 (one line on stderr), 130/143 on SIGINT/SIGTERM (what finished is written, `plan.json` `status: interrupted`; the

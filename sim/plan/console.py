@@ -1,7 +1,7 @@
 """What the planner shows: a progress bar over simulations (when stderr is a terminal, or `progress=true`) and the
 closing report: the verdict first (`PASS`, or `FAIL: ...` when no configuration meets every SLO), then the answer
-(the chosen configuration with its margins and monthly projection, the next-cheaper one and why it fails), then
-every configuration by cost."""
+(the chosen configuration with its margins and monthly projection, with redundancy its N+1 run's margins too, the
+next-cheaper one and why it fails), then every configuration by cost (with redundancy, its N+1 run beside it)."""
 from __future__ import annotations
 
 import sys
@@ -56,15 +56,19 @@ def _check_line(c: dict) -> str:
 
 
 def _check_phrases(c: dict) -> list[str]:
-    """An SLO check as two phrases: the values, then the margin in parentheses."""
+    """An SLO check as two phrases: the values, then the margin in parentheses (an N+1 run's check, plan.json
+    `"run": "n+1"`, says so first)."""
     line = _check_line(c)
     head, sep, tail = line.partition(" (")
-    return [head, sep.strip() + tail] if sep else [line]
+    where = ["with one instance failed (N+1):"] if c.get("run") == "n+1" else []
+    return [*where, head, sep.strip() + tail] if sep else [*where, line]
 
 
 def _miss(c: dict) -> str:
     """A failed check (plan.json `failed_slos`) as the gate words it: `tpot_p99 default 176 ms > 25 ms`."""
     where = f"{c['name']} {'fleet' if c['class'] == '*' else c['class']}"
+    if c.get("run") == "n+1":
+        where = f"with one instance failed (N+1): {where}"
     a, t = c.get("achieved"), c["target"]
     if a is None:
         return f"{where} no data"
@@ -94,16 +98,20 @@ def print_plan(plan: dict, plan_path, width: int | None = None) -> None:
     varying = [d["key"] for d in plan["search"] if len(d["values"]) > 1]
     front = set(plan["frontier"]["ttft_p99_s"]) | set(plan["frontier"]["tpot_p99_s"])
     chosen = plan["chosen"]["id"] if plan["chosen"] else None
+    n_plus_1 = plan.get("redundancy") is not None   # each configuration also ran with an instance failed
     rows = []
     for c in plan["configurations"]:
         verdict = "invalid" if c["status"] != "completed" else ("met" if c["meets_slos"] else "missed")
         mark = "← chosen" if c["id"] == chosen else ("frontier" if c["id"] in front else "")
         served = served_percent(c["served_fraction"])
+        n1 = c.get("n_plus_1") or {}
+        beside = [ms(n1.get("ttft_p99_s")), "-" if not n1 else ("met" if n1["meets_slos"] else "missed")
+                  ] if n_plus_1 else []   # (its served fraction and every check: plan.json `n_plus_1`)
         rows.append([str(c["id"]), *(str(c["overrides"].get(k, "")) for k in varying),
                      _objective(c["objective"]), ms(c["ttft_p99_s"]),
-                     ms(c["tpot_p99_s"]), served, verdict, mark])
+                     ms(c["tpot_p99_s"]), served, *beside, verdict, mark])
     heads = ["#", *(knob_header(k) for k in varying), plan["objective"], "TTFT P99 ms", "TPOT P99 ms", "served %",
-             "SLOs", ""]
+             *(["N+1 TTFT P99 ms", "N+1"] if n_plus_1 else []), "SLOs", ""]
     t = compact_table(f"inferplan plan · {plan['scenario']} · cheapest by {plan['objective']}", heads, rows,
                       left=(len(heads) - 1,))
 
@@ -121,6 +129,12 @@ def print_plan(plan: dict, plan_path, width: int | None = None) -> None:
             say([f"monthly projection: ${month:,.0f}", f"({basis})"], "  ")
         for check in c["slos"]:
             say(["margin:", *_check_phrases(check)], "  ")
+        if c.get("n_plus_1"):
+            n1 = c["n_plus_1"]
+            say(["with one instance of each n+1 pool failed at the peak:", "meets every SLO",
+                 f"· {n1.get('requests_failed_over') or 0} requests failed over"], "  ")
+            for check in n1["slos"]:
+                say(["N+1 margin:", *_check_phrases(check)], "  ")
     else:
         console.print("[red]no configuration in the search meets the SLOs[/red]: widen the search (more instances)")
     if plan["next_cheaper_failing"]:

@@ -1,7 +1,9 @@
 """Evaluating configurations: compose each one, look its hash up in the cache, simulate the misses in parallel.
 
 A configuration is identified by its search overrides (one per dimension); evaluating the same one twice in a plan
-costs nothing, and two spellings that resolve to the same config share one simulation.
+costs nothing, and two spellings that resolve to the same config share one simulation. With a `companion` (the
+N+1 failure overrides, sim/plan/redundancy.py) each configuration is also run with those overrides added, in the
+same batch; that run hangs off its configuration (`Outcome.failure_run`) and is not a configuration of its own.
 """
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ class Outcome:
     run_dir: Path | None = None              # the cached run folder
     cached: bool = False                     # found in the cache (not simulated by this plan)
     config: dict = field(default_factory=dict, repr=False)
+    failure_run: Outcome | None = None       # the same configuration with one instance failed (N+1), if asked
 
 
 class Progress(Protocol):
@@ -60,8 +63,9 @@ class Evaluator:
     """Memoised evaluation of configurations: `base` overrides + each configuration's own."""
 
     def __init__(self, base: tuple[str, ...], cache: RunCache, executor, use_cache: bool = True,
-                 progress: Progress | None = None):
+                 progress: Progress | None = None, companion: tuple[str, ...] = ()):
         self.base, self.cache, self.executor, self.use_cache = tuple(base), cache, executor, use_cache
+        self.companion = tuple(companion)  # overrides of each configuration's second (failure) run; () none
         self.progress = progress or NoProgress()
         self.outcomes: dict[tuple[str, ...], Outcome] = {}
         self.simulated = 0
@@ -78,21 +82,28 @@ class Evaluator:
             if overrides in self.outcomes:
                 continue
             out = self.outcomes[overrides] = Outcome(len(self.outcomes), tuple(overrides))
-            try:
-                out.config = self.compose(overrides)
-            except InputError as err:
-                out.status, out.error = "invalid", str(err)
-                continue
-            out.key = config_hash(out.config)
-            cached = self.cache.summary(out.key) if (self.use_cache or out.key in self._fresh) else None
-            if cached is not None:
-                out.summary, out.run_dir, out.cached = cached, self.cache.path(out.key), out.key not in self._fresh
-                self.progress.reused()
-            else:
-                todo.setdefault(out.key, []).append(out)
+            self._look_up(out, todo)
+            if self.companion and out.status == "completed":
+                out.failure_run = Outcome(out.id, (*overrides, *self.companion))
+                self._look_up(out.failure_run, todo)
         if todo:
             self._simulate(todo)
         return [self.outcomes[o] for o in batch]
+
+    def _look_up(self, out: Outcome, todo: dict[str, list[Outcome]]) -> None:
+        """Compose `out`'s configuration and take its result from the cache, or add it to `todo` (by hash)."""
+        try:
+            out.config = self.compose(out.overrides)
+        except InputError as err:
+            out.status, out.error = "invalid", str(err)
+            return
+        out.key = config_hash(out.config)
+        cached = self.cache.summary(out.key) if (self.use_cache or out.key in self._fresh) else None
+        if cached is not None:
+            out.summary, out.run_dir, out.cached = cached, self.cache.path(out.key), out.key not in self._fresh
+            self.progress.reused()
+        else:
+            todo.setdefault(out.key, []).append(out)
 
     def _simulate(self, todo: dict[str, list[Outcome]]) -> None:
         tasks = [Task(key, outs[0].config, (*self.base, *outs[0].overrides), str(self.cache.staging(key)))

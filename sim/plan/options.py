@@ -31,6 +31,8 @@ class PlanOptions:
                                         # every SLO (the plan's exit status is 1 then anyway; accepted for one syntax)
     deploy: str | None = None           # a folder: the chosen configuration's launch commands, Kubernetes objects,
                                         # autoscaler, gateway settings and bill of materials (sim/plan/deploy)
+    redundancy: str = "none"            # n+1: every pool must also meet the SLOs with one instance failed at the
+                                        # traffic's peak (sim/plan/redundancy.py); a pool's own `redundancy:` wins
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
@@ -40,6 +42,9 @@ class PlanOptions:
             raise InputError("command line", "jobs", f"must be >= 1, got {self.jobs}", "use e.g. jobs=4")
         if self.mode not in ("search", "day"):
             raise InputError("command line", "mode", f"unknown mode {self.mode!r}", "use mode=search or mode=day")
+        if self.redundancy not in ("none", "n+1"):
+            raise InputError("command line", "redundancy", f"unknown redundancy {self.redundancy!r}",
+                             "use redundancy=n+1 or redundancy=none")
         if str(self.progress) not in ("auto", "true", "false", "True", "False"):
             raise InputError("command line", "progress", f"unknown value {self.progress!r}", "use auto, true or false")
 

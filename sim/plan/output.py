@@ -1,5 +1,6 @@
 """The plan folder: `plan.json`, `sweep.parquet` (one row per configuration, as a multirun writes it) and
-`jobs/<id>/`, each configuration's run folder (hard links into the cache, copies where links are impossible).
+`jobs/<id>/`, each configuration's run folder (hard links into the cache, copies where links are impossible), with
+`jobs/<id>_n_plus_1/` beside it for its N+1 failure run when the plan checks redundancy.
 The dashboard opens it as a plan (docs/dashboard.md)."""
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import shutil
 from pathlib import Path
 
 from sim.plan.evaluate import Outcome
+from sim.plan.result import failure_run_dir
 from sim.results.schema import DONE
 from sim.sweep import job_row, parse_overrides, write_sweep
 
@@ -30,9 +32,10 @@ def link_run(src: Path, dst: Path) -> None:
 def write_plan_folder(out_dir: Path, outcomes: list[Outcome], base: list[str], plan: dict) -> Path:
     """Write the job folders, `sweep.parquet` and `plan.json` (last) into `out_dir`; returns `plan.json`'s path."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    ids = {str(o.id) for o in outcomes}
+    kept = {str(o.id) for o in outcomes} | {f"{o.id}_n_plus_1" for o in outcomes if o.failure_run is not None}
     for stale in (out_dir / "jobs").glob("*"):      # an out_dir reused from a larger plan
-        if stale.is_dir() and stale.name.isdigit() and stale.name not in ids:
+        ours = stale.name.isdigit() or stale.name.endswith("_n_plus_1")
+        if stale.is_dir() and ours and stale.name not in kept:
             shutil.rmtree(stale)
     rows = []
     fixed = parse_overrides(base)
@@ -40,6 +43,8 @@ def write_plan_folder(out_dir: Path, outcomes: list[Outcome], base: list[str], p
         job_dir = out_dir / "jobs" / str(o.id)
         if o.run_dir is not None:
             link_run(o.run_dir, job_dir)
+        if o.failure_run is not None and o.failure_run.run_dir is not None:   # its N+1 run (sim/plan/redundancy.py)
+            link_run(o.failure_run.run_dir, out_dir / failure_run_dir(o.id))
         overrides = {**fixed, **parse_overrides(list(o.overrides))}
         if o.run_dir is None:
             rows.append({"job": o.id, "run_dir": "", "status": o.status, **overrides, "error": o.error})

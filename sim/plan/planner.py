@@ -1,4 +1,5 @@
-"""One plan end to end: validate the request, search, rank, write the plan folder."""
+"""One plan end to end: validate the request, search (each configuration with its N+1 failure run when redundancy
+is asked: sim/plan/redundancy.py), rank, write the plan folder."""
 from __future__ import annotations
 
 import signal
@@ -16,6 +17,7 @@ from sim.plan.evaluate import Evaluator
 from sim.plan.executors import make_executor
 from sim.plan.options import PlanRequest
 from sim.plan.output import run_dirs, write_plan_folder
+from sim.plan.redundancy import failure_overrides, redundant_pools
 from sim.plan.result import plan_json, rank
 from sim.plan.search import run_search
 from sim.plan.space import SearchSpace, parse_space
@@ -83,9 +85,12 @@ def plan(request: PlanRequest, command: str) -> tuple[dict, Path]:
     started = time.perf_counter()
     created = datetime.now()
     out_dir = Path(opts.out_dir or f"plans/{scenario}/{created:%Y-%m-%d_%H-%M-%S}")
+    companion = failure_overrides(run, opts.redundancy)   # each configuration's N+1 failure run, if asked
+    if companion:   # (its overrides checked like the rest, before anything runs)
+        load_run_config(compose_config([*base, *space.first_overrides(), *companion]))
     executor = make_executor(opts.ray_address, opts.jobs)
     progress = PlanProgress(str(opts.progress))
-    evaluator = Evaluator(tuple(base), RunCache(Path(opts.cache_dir)), executor, opts.cache, progress)
+    evaluator = Evaluator(tuple(base), RunCache(Path(opts.cache_dir)), executor, opts.cache, progress, companion)
     interrupted = None
     try:
         outcomes, notes = run_search(space, evaluator, executor.workers)
@@ -98,8 +103,10 @@ def plan(request: PlanRequest, command: str) -> tuple[dict, Path]:
     finally:
         progress.close()
         executor.close(abort=interrupted is not None)
+    runs = [*outcomes, *(o.failure_run for o in outcomes if o.failure_run is not None)]
     jobs = {"configurations": len(outcomes), "simulated": evaluator.simulated,
-            "cached": sum(o.cached for o in outcomes), "invalid": sum(o.status == "invalid" for o in outcomes),
+            "cached": sum(o.cached for o in runs), "invalid": sum(o.status == "invalid" for o in outcomes),
+            "runs_per_configuration": 2 if companion else 1,
             "search_space_size": space.size, "backend": executor.backend, "workers": executor.workers,
             "wall_time_s": time.perf_counter() - started}
     doc = plan_json(scenario=scenario, command=command, created=created.isoformat(timespec="seconds"),
@@ -112,6 +119,11 @@ def plan(request: PlanRequest, command: str) -> tuple[dict, Path]:
                                f"{' '.join(default_overrides(scenario))}; docs/planning.md)")
     elif defaulted:
         doc["notes"].insert(0, "no search.* argument: sized every fixed-size pool over 1 .. 2x its scenario count")
+    doc["redundancy"] = {"pools": redundant_pools(companion), "overrides": list(companion)} if companion else None
+    if companion:
+        doc["notes"].append(f"redundancy n+1 on {', '.join(redundant_pools(companion))}: each configuration also ran "
+                            "with one instance of each failed at the traffic's peak (replacement asked for one cold "
+                            "start later); it passes only if both runs meet every SLO")
     for d, dim in zip(doc["search"], space.dimensions):
         d["bisected"] = dim is space.bisected
     with signals_deferred():

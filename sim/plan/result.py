@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sim.plan.evaluate import Outcome
-from sim.plan.slo import meets_slos, slo_checks
+from sim.plan.redundancy import passes, run_meets
+from sim.plan.slo import slo_checks
 from sim.sweep import parse_overrides
 
 SCHEMA = "inferplan.plan/1"
@@ -38,8 +39,7 @@ class Row:
 
 def rank(outcomes: list[Outcome], objective: str) -> list[Row]:
     """Rows by objective, cheapest first; equal costs by P99 TTFT, then id; configurations without a cost last."""
-    rows = [Row(o, _metric(o.summary, objective) if o.status == "completed" else None,
-                o.status == "completed" and meets_slos(o.summary)) for o in outcomes]
+    rows = [Row(o, _metric(o.summary, objective) if o.status == "completed" else None, passes(o)) for o in outcomes]
 
     def key(r: Row):
         ttft = _metric(r.outcome.summary, "ttft_p99_s")
@@ -74,7 +74,25 @@ def _fleet(summary: dict | None) -> dict:
     pools = (summary or {}).get("pools") or {}
     return {name: {"instances": p.get("instances_start"), "instances_max": p.get("instances_max"),
                    "hardware": p.get("hardware"), "model": p.get("model"), "weights_dtype": p.get("weights_dtype"),
-                   "usd_per_instance_hour": p.get("usd_per_instance_hour")} for name, p in pools.items()}
+                   "usd_per_instance_hour": p.get("usd_per_instance_hour"),
+                   "pricing": ((summary or {}).get("pricing") or {}).get(name, {}).get("kind", "on_demand")}
+            for name, p in pools.items()}
+
+
+def _failure_run(o: Outcome | None, run_dir: str) -> dict | None:
+    """A configuration's N+1 run (sim/plan/redundancy.py) as plan.json shows it; None without one."""
+    if o is None:
+        return None
+    s = o.summary
+    checks = slo_checks(s) if s else []
+    return {"override_args": list(o.overrides), "status": o.status, "meets_slos": run_meets(o),
+            "usd": _metric(s, "usd"), "ttft_p99_s": _metric(s, "ttft_p99_s"), "tpot_p99_s": _metric(s, "tpot_p99_s"),
+            "served_fraction": ((s or {}).get("slo") or {}).get("served"),
+            "failures": ((s or {}).get("failures") or {}).get("pools"),
+            "requests_failed_over": ((s or {}).get("failures") or {}).get("requests_failed_over"),
+            "slos": [c.to_json() for c in checks], "failed_slos": [c.to_json() for c in checks if not c.met],
+            "run_dir": run_dir if o.run_dir is not None else "", "config_hash": o.key, "cached": o.cached,
+            "error": o.error}
 
 
 HOURS_PER_MONTH = 730.0  # 365 x 24 / 12
@@ -108,11 +126,19 @@ def monthly_basis(summary: dict | None) -> str | None:
             "overstates a month that is mostly off-peak")
 
 
+def failure_run_dir(config_id: int) -> str:
+    """Where a configuration's N+1 run is linked in the plan folder, relative to it."""
+    return f"jobs/{config_id}_n_plus_1"
+
+
 def entry(row: Row, run_dirs: dict[int, str]) -> dict:
     """A configuration as it appears in plan.json."""
     o = row.outcome
     s = o.summary
     checks = slo_checks(s) if s else []
+    n1 = _failure_run(o.failure_run, failure_run_dir(o.id))
+    # Failed checks of both runs; the N+1 run's marked `"run": "n+1"` (the console says "with one instance failed").
+    failed = [c.to_json() for c in checks if not c.met] + [{**c, "run": "n+1"} for c in (n1 or {}).get("failed_slos", [])]
     return {
         "id": o.id, "overrides": parse_overrides(list(o.overrides)), "override_args": list(o.overrides),
         "status": o.status, "meets_slos": row.meets, "objective": row.objective,
@@ -123,7 +149,7 @@ def entry(row: Row, run_dirs: dict[int, str]) -> dict:
         "ttft_p99_s": _metric(s, "ttft_p99_s"), "tpot_p99_s": _metric(s, "tpot_p99_s"),
         "served_fraction": ((s or {}).get("slo") or {}).get("served"),
         "fleet": _fleet(s), "slos": [c.to_json() for c in checks],
-        "failed_slos": [c.to_json() for c in checks if not c.met],
+        "failed_slos": failed, "n_plus_1": n1,
         "run_dir": run_dirs.get(o.id, ""), "config_hash": o.key, "cached": o.cached, "error": o.error,
     }
 

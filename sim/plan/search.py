@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sim.plan.evaluate import Evaluator, Outcome
-from sim.plan.slo import meets_slos
+from sim.plan.redundancy import passes
 from sim.plan.space import Line, SearchSpace
 
 
@@ -85,7 +85,7 @@ def run_search(space: SearchSpace, evaluator: Evaluator, workers: int) -> tuple[
         outcomes = evaluator.evaluate([s.line.overrides(i) for s, i in plan])
         per_line: dict[int, dict[int, bool]] = {}
         for (s, i), out in zip(plan, outcomes):
-            per_line.setdefault(id(s), {})[i] = out.status == "completed" and meets_slos(out.summary)
+            per_line.setdefault(id(s), {})[i] = passes(out)  # (with its N+1 failure run, when asked)
             if s.line.count is not None and not s.seen and out.config:
                 s.monotone = pool_is_fixed(out.config, s.line.count.pool)
         for s in open_:

@@ -10,7 +10,7 @@ Version history: 1 (no `schema_version` key) — `cost.node_hours` held device-h
 """
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import pyarrow as pa
 
@@ -118,11 +118,35 @@ class Fleet(TypedDict):
     autoscalers: dict[str, str]
 
 
+class PoolPricing(TypedDict):
+    kind: str                 # on_demand | reserved | spot
+    discount: float           # fraction off the on-demand price
+    on_demand_usd_per_instance_hour: float
+    usd_per_instance_hour: float  # as billed
+    usd: float                # the pool's bill (= pools.<pool>.usd)
+
+
+class PoolFailures(TypedDict):
+    count: int
+    times_s: list[float]
+    instances: list[int]
+    causes: list[str]         # scheduled | random | spot
+    requests_failed_over: int
+    requests_rejected: int
+
+
+class Failures(TypedDict):
+    requests_failed_over: int  # moved off a failed instance (reject_reason `instance_failure`, status not rejected)
+    requests_rejected: int     # rejected for want of an instance to take them (`instance_failure`)
+    pools: dict[str, PoolFailures]
+
+
 class CostModelInfo(TypedDict):
     kind: str                 # "measured", "analytical" or "mixed"
     profile: str | None
     hardware: str
     note: str
+    sources: NotRequired[dict[str, str]]  # per pool priced from a measured grid: database, engine, version
 
 
 class Summary(TypedDict):
@@ -141,6 +165,8 @@ class Summary(TypedDict):
     cost: Cost
     fleet: Fleet
     pools: dict[str, dict[str, Any]]
+    pricing: dict[str, PoolPricing]   # how each pool's instances were bought and billed
+    failures: Failures                # instance failures and what became of their requests
     cost_model: CostModelInfo
     invariants: dict[str, str]
     calibration: Any

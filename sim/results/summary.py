@@ -6,7 +6,7 @@ import numpy as np
 
 from sim.config import RunConfig
 from sim.core.instance.itl import ItlSketch
-from sim.core.fleet.billing import pool_bill, revenue_usd
+from sim.core.fleet.billing import pool_bill, revenue_usd, usd_per_instance_hour
 from sim.core.metrics import percentiles
 from sim.review import review
 
@@ -39,6 +39,26 @@ def _within(values: np.ndarray, classes, class_names: list[str], target, no_valu
     return out
 
 
+def _failures(pool, cols, moved: np.ndarray) -> dict:
+    """A pool's instance failures (sim/core/fleet/failures.py): how many, when, which instance, why, and what
+    became of the requests they held (moved to another instance, or rejected for want of one)."""
+    log = pool.failure_log
+    here = cols["pool"] == pool.name
+    rejected = (cols["status"] == "rejected") & (cols["reject_reason"] == "instance_failure")
+    return {"count": len(log), "times_s": [t for t, _, _ in log], "instances": [i for _, i, _ in log],
+            "causes": [c for _, _, c in log], "requests_failed_over": int((moved & here).sum()),
+            "requests_rejected": int((rejected & here).sum())}
+
+
+def _engine_note(pool) -> str:
+    """The pool's engine preset beside a measured grid's provenance (the grid was measured in one engine)."""
+    engine = pool.engine
+    if engine.generic:
+        return " (the pool names no engine preset)"
+    version = f" {engine.engine_version}" if engine.engine_version else ""
+    return f" (the pool's engine preset: {engine.name}{version})"
+
+
 def _itl(cluster) -> dict:
     """ITL p50/p90/p99/mean over every instance's sketch (merged in pool and index order)."""
     total = ItlSketch()
@@ -58,6 +78,7 @@ def summarize(run: RunConfig, cluster, cols: dict, duration_s: float, sampler_pe
     reasons: dict[str, int] = {}
     for r in cols["reject_reason"][status == "rejected"]:
         reasons[r] = reasons.get(r, 0) + 1
+    moved = (cols["reject_reason"] == "instance_failure") & (status != "rejected")  # failed over, not rejected
     dur = max(duration_s, 1e-9)
     out_tok = float(cols["output_tokens"][done].sum())
     in_tok = float(cols["prompt_tokens"][done].sum())
@@ -93,7 +114,7 @@ def summarize(run: RunConfig, cluster, cols: dict, duration_s: float, sampler_pe
                                    "served_fraction": bool(served_c >= slo.served_fraction)}}
     rev = revenue_usd(cols, run.scenario.price_sheet)
     served = float(done.sum()) / n if n else None
-    pools = {}
+    pools, pricing, failures = {}, {}, {}
     kinds = set()
     gran = run.scenario.billing_granularity_s
     total_usd = total_dev_h = total_node_h = total_kwh = waste = 0.0
@@ -110,12 +131,16 @@ def summarize(run: RunConfig, cluster, cols: dict, duration_s: float, sampler_pe
         total_kwh += bill["energy_kwh"]
         waste += bill["idle_waste_usd"]
         alive_h = bill["alive_instance_hours"]
+        pricing[name] = {"kind": p.price.kind, "discount": p.price.discount,
+                         "on_demand_usd_per_instance_hour": p.usd_per_hour,
+                         "usd_per_instance_hour": usd_per_instance_hour(p), "usd": bill["usd"]}
+        failures[name] = _failures(p, cols, moved)
         pools[name] = {
             "hardware": p.hardware.name, "model": p.model.name, "role": p.cfg.role, "tp": p.cfg.tp,
             "weights_dtype": p.cfg.weights_dtype, "kv_dtype": p.cfg.kv_dtype,
             "devices_per_instance": p.devices_per_instance,
             "instances_start": p.cfg.instances, "instances_max": sampler_peak.get(name, len(p.instances)),
-            "instances_launched": len(p.instances), "usd_per_instance_hour": p.usd_per_hour,
+            "instances_launched": len(p.instances), "usd_per_instance_hour": usd_per_instance_hour(p),
             **bill,
             "requests_completed": p.completed,
             "kv_blocks_per_instance": p.memory.num_blocks, "block_size_tokens": p.memory.block_size_tokens,
@@ -137,6 +162,15 @@ def summarize(run: RunConfig, cluster, cols: dict, duration_s: float, sampler_pe
                           "docs/cost-model.md)",
             "measured": "efficiency curves fitted to kernels measured on the device (calibrate/profiles)",
             "mixed": "measured profile where it covers an op, datasheet roofline for the rest (see pools.*.cost_model)"}[kind]
+    # Measured grids (cost.profile=measured): which database, engine and version measured each pool's ops
+    sources = {name: pools[name]["cost_model"]["source"]["text"] + _engine_note(p)
+               for name, p in cluster.pools.items() if "source" in pools[name]["cost_model"]}
+    if sources:
+        note = {"analytical": "no op of any pool is covered by its measured grid: analytical forms throughout",
+                "measured": "every op priced from per-op latencies measured in a serving engine (AIConfigurator grids)",
+                "mixed": "per-op latencies measured in a serving engine (AIConfigurator grids) where they cover an "
+                         "op, analytical forms for the rest (pools.*.cost_model: measured_ops, fallback with "
+                         "reasons)"}[kind]
     return {
         "scenario": run.scenario.name, "seed": run.seed, "simulated_duration_s": duration_s,
         "requests": {"arrived": n, "completed": int(done.sum()), "rejected": int((status == "rejected").sum()),
@@ -162,8 +196,13 @@ def summarize(run: RunConfig, cluster, cols: dict, duration_s: float, sampler_pe
                   "fallback_requests": int(cols["fallback"].sum()),
                   "autoscalers": {n: type(s).__name__ for n, s in cluster.scalers.items()}},
         "pools": pools,
+        # (new sections at the top level: the golden summaries pin every key the older sections hold)
+        "pricing": pricing,
+        "failures": {"requests_failed_over": int(moved.sum()),
+                     "requests_rejected": int(sum(f["requests_rejected"] for f in failures.values())),
+                     "pools": failures},
         "cost_model": {"kind": kind, "profile": first_pool.cost.describe()["profile"], "hardware": first_pool.hardware.name,
-                       "note": note},
+                       "note": note, **({"sources": sources} if sources else {})},
         "invariants": invariants,
         "calibration": run.calibration,
         **review(run, cluster, cols, pool_columns, duration_s, partial=partial),  # `verdict`, `diagnosis` (sim/review)

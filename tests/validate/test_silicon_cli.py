@@ -58,7 +58,7 @@ def test_cli_simulates_counts_unsupported_and_writes_outputs(tmp_path, capsys):
     assert by_reason["hardware"] + by_reason["fp4_format"] == 3
     assert doc["overall"]["rows"] == 1 and doc["overall"]["ttft"]["rows"] == 1
     rec = next(r for r in csv.DictReader((out / "rows.csv").open()) if r["id"] == SIMULATED)
-    assert rec["status"] == "simulated" and rec["preset"] == "trtllm" and rec["band"] == "5-32"
+    assert rec["status"] == "simulated" and rec["preset"] == "trtllm_v1_serve" and rec["band"] == "5-32"
     assert int(rec["requests"]) == 80 == int(rec["completed"])  # the client's 10 x 8 clients
     assert float(rec["ttft_error_pct"]) == pytest.approx(
         100 * (float(rec["sim_ttft_p50_s"]) - float(rec["measured_ttft_s"])) / float(rec["measured_ttft_s"]))

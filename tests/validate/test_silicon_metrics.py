@@ -62,7 +62,7 @@ def test_plan_of_an_expressible_row():
     p = plan_row(ROW)
     assert isinstance(p, RowPlan)
     assert (p.hardware, p.model, p.engine, p.tp, p.weights_dtype, p.deployment) == \
-        ("h100_sxm", "qwen3_32b", "vllm_v1", 2, "fp8", {})
+        ("h100_sxm", "qwen3_32b", "vllm_v1_serve", 2, "fp8", {})
     h200 = plan_row(dataclasses.replace(ROW, system="h200_sxm", precision="", gemm_quant_mode="", moe_quant_mode=""))
     assert h200.hardware == "h200" and h200.weights_dtype == "bf16"
     assert any("bf16" in a for a in h200.assumptions)
@@ -101,7 +101,7 @@ def test_moe_rows_map_expert_parallelism_and_checkpoint_formats():
                                           "experts": "int4_wo"}
     glm = plan_row(dataclasses.replace(ROW, model_path="zhipuai/GLM-5", engine="sglang", engine_version="glm5-hopper",
                                        system="h200_sxm", moe_quant_mode="fp8_block", tp=8, moe_tp=8))
-    assert glm.engine == "sglang_v04" and glm.deployment["sparse_attention"]["indexer_heads"] == 32
+    assert glm.engine == "sglang_v05_serve" and glm.deployment["sparse_attention"]["indexer_heads"] == 32
     assert glm.deployment["weights"] == {"experts": "fp8_block"}
 
 

@@ -19,14 +19,34 @@
 * PP send/recv: a micro-batch's hidden states to the next stage.
 * Host fetch: cold expert weights over the device's host link (PCIe), not overlapped (the router decides which
   experts a batch needs only just before they run).
+
+Under a grid profile (`grid`: measured latencies, `sim.core.cost.pricer`) collectives within one node are priced
+from its tables, as the engines choose them. TP all-reduce: the engine's custom all-reduce for messages up to
+`CUSTOM_ALLREDUCE_MAX_BYTES` (8 MiB), NCCL above: vLLM (`vllm/distributed/device_communicators/
+custom_all_reduce.py`, `CustomAllreduce.should_custom_ar`: within one fully NVLink-connected node of 2, 4, 6 or 8
+GPUs, messages up to `max_size` = 8 MiB, otherwise `pynccl`) and SGLang (the same module, ported) do this;
+TensorRT-LLM's `AllReduceStrategy.AUTO` likewise runs its own one-shot / two-shot kernels for small messages within
+a node and NCCL for large ones (assumption: the same 8 MiB switch; its thresholds vary by version and GPU count).
+The CUDA-graph captured custom all-reduce in steps that replay a graph, its eager table (where measured; a staging
+copy into the registered buffer) in eager steps. EP all-to-all with the `generic` kernel within one node: NCCL
+all-to-all of the busiest device's buffer (rows x bytes). Across nodes (TP or EP wider than a node: the tables are
+one node), DeepEP kernels, PP sends and host fetches keep the forms above, listed with their reasons.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from calibrate import ops
 from inferplan.specs import HardwareSpec
 from calibrate.efficiency import Generation
+
+# The custom all-reduce size limit of vLLM and SGLang (`custom_all_reduce.py`, `max_size=8192 * 1024`): larger
+# messages, and every message across nodes, go through NCCL (module doc).
+CUSTOM_ALLREDUCE_MAX_BYTES = 8 * 1024 * 1024
+# NCCL's all-to-all moves bytes without arithmetic: its measured formats by element width (a bf16 or fp8 dispatch
+# moves what an fp16 or int8 one does).
+_A2A_DTYPE_BY_WIDTH = {1.0: "int8", 2.0: "fp16"}
 
 
 @dataclass(frozen=True)
@@ -40,7 +60,7 @@ class Links:
     efficiency scales applied."""
 
     def __init__(self, hw: HardwareSpec, *, tp: int, ep: int, stage_devices: int, pp: int, link_efficiency: float,
-                 scale: dict[str, float], generation: Generation | None = None) -> None:
+                 scale: dict[str, float], generation: Generation | None = None, grid: Any = None) -> None:
         self.hw, self.tp, self.ep, self.pp = hw, tp, ep, pp
         self.custom_ar = generation.allreduce if generation is not None and tp <= hw.devices_per_node else None
         self.deepep = generation.all_to_all if generation is not None else None
@@ -60,10 +80,31 @@ class Links:
         self.node_devices = min(ep, dpn)
         self.nodes = max(1.0, ep / dpn)
         self.host_bytes_per_s = hw.host_link_bandwidth_bytes_per_s
+        # Measured collectives (a grid profile's `GridLookup`): which all-reduce tables price TP within this node
+        # (None: tp = 1, across nodes, or no grid), whether an eager step's custom all-reduce differs from a
+        # graphed one's (the layer cache then keys on it), and whether generic all-to-all within a node is measured.
+        self.grid = grid
+        self._curves: dict[str, Any] = {}  # all-reduce impl or all-to-all format -> the grid's op over its bytes
+        self.ar_impls: tuple[str, ...] = ()
+        self.eager_differs = False
+        self.a2a_grid = False
+        if grid is not None:
+            if 1 < tp <= dpn:
+                self.ar_impls = tuple(i for i in ("custom", "custom_eager", "nccl")
+                                      if grid.covers("allreduce", impl=i) and _within(grid, "allreduce", tp, impl=i))
+                self.eager_differs = "custom_eager" in self.ar_impls
+            self.a2a_grid = 1 < ep <= dpn and _within(grid, "all_to_all", ep, dtype="fp16")
 
-    def allreduce_s(self, nbytes: float) -> float:
+    def allreduce_s(self, nbytes: float, graphed: bool = True) -> float:
+        """One TP all-reduce of `nbytes` in an iteration that replays a CUDA graph or not (`graphed`)."""
         if self.tp <= 1 or nbytes <= 0:
             return 0.0
+        impl = self.allreduce_impl(nbytes, graphed)
+        if impl:
+            curve = self._curves.get(impl)
+            if curve is None:
+                curve = self._curves[impl] = self.grid.curve("allreduce", gpus=self.tp, impl=impl)
+            return curve(nbytes) / self.ar_scale
         ar = self.custom_ar
         if ar is not None and nbytes <= ar.max_bytes:
             return ar.time_s(nbytes / self.ar_scale, self.tp)
@@ -74,13 +115,32 @@ class Links:
                 return t
         return ops.allreduce_s(nbytes, self.tp, self.tp_link.bytes_per_s, self.tp_link.latency_s)
 
+    def allreduce_impl(self, nbytes: float, graphed: bool) -> str:
+        """The measured all-reduce table an engine's choice maps to (module doc), or "" (not measured)."""
+        impls = self.ar_impls
+        if not impls:
+            return ""
+        if nbytes <= CUSTOM_ALLREDUCE_MAX_BYTES:
+            if not graphed and "custom_eager" in impls:
+                return "custom_eager"
+            if "custom" in impls:
+                return "custom"
+        return "nccl" if "nccl" in impls else ""
+
     def all_to_all_s(self, rows: float, elem_bytes: float, top_k: int, node_dedup: bool,
-                     kernel: str = "generic") -> float:
-        """One all-to-all phase moving `rows` rows of `elem_bytes` bytes from/to the busiest device, with the
-        deployment's EP kernel (DeepEP figures where the generation has them; else generic)."""
+                     kernel: str = "generic", dtype: str = "bf16") -> float:
+        """One all-to-all phase moving `rows` rows of `elem_bytes` bytes (values in `dtype`) from/to the busiest
+        device, with the deployment's EP kernel (DeepEP figures where the generation has them; else generic)."""
         if self.ep <= 1 or rows <= 0:
             return 0.0
         n, ep = self.node_devices, self.ep
+        if kernel == "generic" and self.a2a_grid:
+            nccl = self.a2a_dtype(dtype)
+            if nccl:
+                curve = self._curves.get(nccl)
+                if curve is None:
+                    curve = self._curves[nccl] = self.grid.curve("all_to_all", gpus=ep, dtype=nccl)
+                return curve(rows * elem_bytes) / self.a2a_scale
         d = self.deepep
         if d is not None and kernel == "deepep_low_latency":
             return d.ll_latency_s + rows * elem_bytes / (d.ll_bytes_per_s * self.a2a_scale)  # (as fitted: every copy)
@@ -105,6 +165,49 @@ class Links:
         t = max(remote * elem_bytes / self.inter.bytes_per_s, local * elem_bytes / self.intra.bytes_per_s)
         return t / self.a2a_scale + self.inter.latency_s
 
+    def a2a_dtype(self, dtype: str) -> str:
+        """The measured NCCL format moving `dtype`'s bytes, or "" (none of that width measured)."""
+        width = float(ops.check_dtype(dtype)["act_bytes"])
+        nccl = _A2A_DTYPE_BY_WIDTH.get(width, "")
+        return nccl if nccl and self.grid.covers("all_to_all", dtype=nccl) else ""
+
+    def declare(self, record: Any, kernels: tuple[str, ...], dtypes: tuple[str, ...], cold_experts: bool) -> None:
+        """Under a grid profile, record (`record.measured` / `record.fall_back`, an `OpPricer`) how this instance's
+        collectives are priced: a property of the configuration (the message sizes a run meets do not change the
+        list), with the reason of each fallback. `kernels`: the EP kernels of prefill and decode steps; `dtypes`:
+        the dispatch and combine formats."""
+        if self.grid is None:
+            return
+        dpn = self.hw.devices_per_node
+        if self.tp > 1:
+            if self.tp > dpn:
+                record.fall_back("allreduce", "inter_node", f"TP {self.tp} spans nodes: the tables are one node")
+            elif not self.ar_impls:
+                record.fall_back("allreduce", "intra_node", f"no all-reduce measured for {self.tp} GPUs")
+            else:
+                for impl in self.ar_impls:
+                    record.measured.add(("allreduce", impl))
+                if "nccl" not in self.ar_impls:
+                    record.fall_back("allreduce", "nccl", "messages above 8 MiB: no NCCL all-reduce measured")
+        if self.ep > 1:
+            for kernel in sorted(set(kernels)):
+                if kernel != "generic":
+                    record.fall_back("all_to_all", kernel, "DeepEP kernels: not in the tables")
+                elif self.ep > dpn:
+                    record.fall_back("all_to_all", "inter_node", f"EP {self.ep} spans nodes: the tables are one node")
+                elif not self.a2a_grid:
+                    record.fall_back("all_to_all", "generic", f"no all-to-all measured for {self.ep} GPUs")
+                else:
+                    for dt in sorted(set(dtypes)):
+                        if self.a2a_dtype(dt):
+                            record.measured.add(("all_to_all", f"nccl_{dt}"))
+                        else:
+                            record.fall_back("all_to_all", dt, f"no NCCL all-to-all of {dt}-sized values measured")
+        if self.pp > 1:
+            record.fall_back("pp_send", "bf16", "pipeline send/recv: not in the tables")
+        if cold_experts:
+            record.fall_back("host_fetch", "experts", "cold-expert fetches over the host link: not in the tables")
+
     def pp_send_s(self, nbytes: float) -> float:
         if self.pp <= 1 or nbytes <= 0:
             return 0.0
@@ -112,3 +215,10 @@ class Links:
 
     def host_fetch_s(self, nbytes: float) -> float:
         return nbytes / self.host_bytes_per_s if nbytes > 0 else 0.0
+
+
+def _within(grid: Any, op: str, gpus: int, **cat: Any) -> bool:
+    """Whether `gpus` lies within the GPU counts the grid measured `op` on (a blend of neighbouring counts inside
+    that range, never beyond it: NVL72-wide TP on a 2-4 GPU table is not a measurement)."""
+    counts = grid.gpu_counts(op, **cat)
+    return bool(counts) and min(counts) <= gpus <= max(counts)

@@ -100,3 +100,26 @@ def expected_cold_hits(cold: int, share: float, top_k: int, tokens: float) -> fl
         return 0.0
     p = min(1.0, top_k * share / cold)
     return cold * (1.0 - (1.0 - p) ** tokens)
+
+
+def grid_distribution(opts: ExpertOptions, measured: list[str]) -> str:
+    """The MoE routing distribution of a measured grid (`balanced`, `power_law_<alpha>`) the deployment's routing
+    matches. A synthetic popularity `zipf_s` (1 / i^s over experts by rank, with no measured histogram or
+    imbalance given) is a power law: expert loads x then have density falling as x^-(1 + 1/s), so the measured
+    `power_law_<alpha>` nearest alpha = 1 + 1/s in log. Assumption: AIConfigurator's power-law tables draw each
+    expert's tokens from a density x^-alpha. Everything else (uniform routing; a measured histogram or imbalance,
+    which the simulator applies itself as extra rows) is `balanced`."""
+    s = opts.zipf_s
+    if s is None or s <= 0 or opts.load_histogram is not None or opts.imbalance is not None:
+        return "balanced"
+    alphas = []
+    for name in measured:
+        if name.startswith("power_law_"):
+            try:
+                alphas.append((float(name[len("power_law_"):]), name))
+            except ValueError:
+                continue
+    if not alphas:
+        return "balanced"
+    want = math.log(1.0 + 1.0 / s)
+    return min(alphas, key=lambda a: abs(math.log(a[0]) - want))[1]

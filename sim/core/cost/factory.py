@@ -10,7 +10,7 @@ import dataclasses
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from calibrate.profile import load_profile
+from calibrate.profile import Profile, load_profile
 from inferplan.errors import InputError
 from inferplan.paths import REPO_ROOT
 from inferplan.specs import HardwareSpec, ModelSpec
@@ -25,6 +25,13 @@ from sim.core.cost.pricer import OpPricer
 from sim.core.cost.roofline import LayeredCostModel
 
 PROFILES_DIR = REPO_ROOT / "calibrate" / "profiles"
+# Measured per-op latency grids imported from NVIDIA AIConfigurator (`python -m calibrate.import_aic`): one per GPU,
+# `cost.profile=measured` prices each pool from its hardware's (docs/cost-model.md, "Measured grids").
+GRID_PROFILES_DIR = PROFILES_DIR / "aic"
+# Grid profiles loaded in this process, by path, size and modification time: loading one reads and checks up to
+# 400,000 rows (about a second) and its `GridModel` builds each family's interpolation grid on first use (up to a
+# second more), so the runs of a sweep or plan share them. Read-only once loaded (the lookups slice them anew).
+_grids: dict[tuple[str, int, int], Profile] = {}
 # Cost models kept across runs in one process (a sweep's or the planner's worker runs configuration after
 # configuration), by the content of everything they are built from: a step's cost depends on its shape alone (the
 # CostModel contract, tests/cost/test_kept_models.py), so a kept model's priced shapes serve the next run exactly
@@ -34,12 +41,25 @@ _kept: OrderedDict[str, LayeredCostModel] = OrderedDict()
 
 
 def resolve_profile(setting: str, hw: HardwareSpec):
-    """The measured profile a pool uses: `auto` takes calibrate/profiles/<hardware>.parquet if it exists."""
+    """The measured profile a pool uses: `auto` takes calibrate/profiles/<hardware>.parquet if it exists;
+    `measured` the AIConfigurator grid of the pool's hardware, calibrate/profiles/aic/<hardware>.parquet (one per
+    GPU, measured inside one engine: its provenance names which), None (analytical) where none is shipped;
+    `analytical` none; anything else is a profile's path."""
     if setting == "analytical":
         return None
     if setting == "auto":
         path = PROFILES_DIR / f"{hw.name}.parquet"
         return load_profile(path, expected_hardware=hw.name) if path.is_file() else None
+    if setting == "measured":
+        path = GRID_PROFILES_DIR / f"{hw.name}.parquet"
+        if not path.is_file():
+            return None
+        stat = path.stat()
+        key = (str(path), stat.st_size, stat.st_mtime_ns)
+        profile = _grids.get(key)
+        if profile is None:
+            profile = _grids[key] = load_profile(path, expected_hardware=hw.name)
+        return profile
     return load_profile(setting, expected_hardware=hw.name)
 
 

@@ -73,6 +73,29 @@ class LayerPricer:
             self.base_imbalance = ex.base_imbalance(dep.experts, e.num_experts, lay.ep)
             self.cold_share = ex.cold_traffic_share(dep.experts, e.num_experts, lay.cold_experts)
             self.expert_bytes = expert_bytes_per_device(m, dep, lay)
+        # Under a grid profile (measured per-op latencies), which of this layer's ops its tables price: GQA
+        # attention in the KV format (not MLA, not the sparse indexer), the routed experts at the routing
+        # distribution the deployment states (`moe_distribution`); the rest falls back, with its reason.
+        self.gqa_grid = False
+        self.moe_grid = False
+        self.moe_distribution = "balanced"
+        if pricer.grid is not None:
+            if m.attention_kind == "gqa":
+                self.gqa_grid = (pricer.measures("attn_prefill", self.kv_op_dtype, dtype=self.kv_op_dtype)
+                                 and pricer.measures("attn_decode", self.kv_op_dtype, dtype=self.kv_op_dtype))
+            else:
+                pricer.fall_back("attn_prefill", "bf16", "MLA attention: the tables hold GQA attention only")
+                pricer.fall_back("attn_mla_decode", self.kv_op_dtype, "MLA attention: the tables hold GQA "
+                                 "attention only")
+            s = dep.sparse_attention
+            if s is not None:
+                for op in ("attn_prefill", "attn_decode"):
+                    pricer.fall_back(op, s.indexer_dtype, "sparse-attention indexer: not in the tables")
+            if e is not None:
+                self.moe_distribution = ex.grid_distribution(dep.experts, pricer.grid.moe_distributions(
+                    self.fmt["experts"]))
+                self.moe_grid = pricer.measures("moe_gemm", self.fmt["experts"], dtype=self.fmt["experts"],
+                                                distribution=self.moe_distribution)
 
     # -- single ops -------------------------------------------------------------------------------------------
     def gemm(self, rows: float, n: float, k: float, dtype: str) -> float:
@@ -149,6 +172,8 @@ class LayerPricer:
     def _prefill_attention(self, w: Work, heads: int, kv_heads: int, dim: int, kv_bytes: float) -> float:
         s = self.dep.sparse_attention
         q_sq, q_ctx = w.prefill_q_sq, w.prefill_q_ctx
+        if self.gqa_grid and s is None:
+            return self.pricer.gqa_prefill_s(self.kv_op_dtype, w.prefill_tokens, q_sq, q_ctx, heads, kv_heads, dim)
         t = 0.0
         if s is not None:  # each query attends at most top_k tokens; the indexer scores every causal pair
             pairs = q_ctx + q_sq
@@ -177,6 +202,8 @@ class LayerPricer:
             ctx = np.minimum(ctx, cap) if isinstance(ctx, np.ndarray) else min(ctx, cap)
         if m.attention_kind == "gqa":
             kv = int(round(max(1.0, m.num_kv_heads / self.lay.tp)))
+            if self.gqa_grid:
+                return t + self.pricer.gqa_decode_s(self.kv_op_dtype, seqs, ctx, heads, kv, m.head_dim)
             return t + self.pricer.time_s_array("attn_decode", self.kv_op_dtype, *ops.attn_decode_work(
                 seqs, ctx, heads, kv, m.head_dim, self.kv_bytes))
         return t + self.pricer.time_s_array("attn_mla_decode", self.kv_op_dtype, *ops.attn_mla_decode_work(
@@ -210,7 +237,13 @@ class LayerPricer:
             inter = e.expert_intermediate_size / lay.tp
         f = self.fmt["experts"]
         routed = 0.0
-        if rows > 0:  # grouped GEMMs: `active` experts of rows / active tokens each; DeepGEMM's contiguous layout
+        if rows > 0 and self.moe_grid:  # the measured block: the grid's tokens are per EP rank before dispatch;
+            # under a power-law distribution its kernels saw the skew themselves, so they get the mean tokens
+            skewed = self.moe_distribution == "balanced"
+            tokens = rows / e.top_k if skewed else (w.moe_tokens / lay.ep if lay.ep > 1 else T)
+            routed = self.pricer.moe_block_s(f, tokens, H, e.expert_intermediate_size, e.top_k, e.num_experts,
+                                             1 if lay.ep > 1 else lay.tp, lay.ep, self.moe_distribution)
+        elif rows > 0:  # grouped GEMMs: `active` experts of rows / active tokens each; DeepGEMM's contiguous layout
             # with prefill tokens in the step, the masked (CUDA-graph) layout for decode-only steps
             g, per, lay_ = max(active, 1.0), rows / max(active, 1.0), ("contiguous" if w.prefill_tokens else "masked")
             routed = (self.pricer.gemm_s("moe_gemm", f, per, self.gate * inter, H,
@@ -224,52 +257,55 @@ class LayerPricer:
             kernel = c.ep_kernel_prefill if w.prefill_tokens else c.ep_kernel_decode
             for dt in (c.dispatch_dtype, c.combine_dtype):
                 comm += self.links.all_to_all_s(wire, H * ops.check_dtype(dt)["act_bytes"], e.top_k, c.node_dedup,
-                                                kernel)
+                                                kernel, dt)
         hits = ex.expected_cold_hits(lay.cold_experts, self.cold_share, e.top_k, w.moe_tokens)
         fetch = self.links.host_fetch_s(hits / lay.ep * self.expert_bytes)
         return dense, routed, comm, fetch, rows
 
     # -- a whole layer ----------------------------------------------------------------------------------------
-    def layer(self, w: Work, ctx, moe: bool) -> LayerCost:
-        """One layer for work `w` with decode context sums `ctx` (a float, or an array over decode steps)."""
+    def layer(self, w: Work, ctx, moe: bool, graphed: bool = True) -> LayerCost:
+        """One layer for work `w` with decode context sums `ctx` (a float, or an array over decode steps), in an
+        iteration that replays a CUDA graph or not (`graphed`: which measured custom all-reduce runs)."""
+        graphed = graphed or not self.links.eager_differs
         layers = self.cache.layers
-        st = layers.get((w, moe))
+        key = (w, moe, graphed)
+        st = layers.get(key)
         if st is None:
-            st = self._layer_static(w, moe)
-            self.cache.remember(layers, (w, moe), st)
+            st = self._layer_static(w, moe, graphed)
+            self.cache.remember(layers, key, st)
         if not w.decode_seqs:
             return st
         decode = self.decode_attention(w, ctx)
         return LayerCost({**st.compute, "attention": st.compute["attention"] + decode}, st.comm_s, st.fetch_s,
                          st.launches)
 
-    def _layer_static(self, w: Work, moe: bool) -> LayerCost:
+    def _layer_static(self, w: Work, moe: bool, graphed: bool) -> LayerCost:
         """Everything of a layer but its decode attention (which alone depends on the decode contexts): the prefill
         attention beside the part that depends on the rows only (`_rows_part`)."""
-        rows = self._rows_part(w, moe)
+        rows = self._rows_part(w, moe, graphed)
         return LayerCost({**rows.compute, "attention": self.prefill_attention(w)}, rows.comm_s, rows.fetch_s,
                          rows.launches)
 
-    def _rows_part(self, w: Work, moe: bool) -> LayerCost:
+    def _rows_part(self, w: Work, moe: bool, graphed: bool) -> LayerCost:
         """A layer's projections, MLP or MoE, elementwise ops, communication and launches: what depends on its
         rows (tokens, and for MLA the latent up-projection and absorbed decode rows; for MoE the routed tokens),
         not on how the prefill tokens split into chunks nor on the decode contexts. Kept in the step cache by those
         rows: mixed steps met once mostly share them with steps met before (attention part 0)."""
         mla = self.m.attention_kind == "mla"
         key = ("rows", w.tokens, w.prefill_tokens > 0, w.decode_seqs > 0, w.moe_tokens, moe,
-               w.prefill_kv_tokens if mla else 0.0, w.decode_seqs * w.queries if mla else 0.0)
+               w.prefill_kv_tokens if mla else 0.0, w.decode_seqs * w.queries if mla else 0.0, graphed)
         kept = self.cache.layers
         lc = kept.get(key)
         if lc is None:
-            lc = self._price_rows(w, moe)
+            lc = self._price_rows(w, moe, graphed)
             self.cache.remember(kept, key, lc)
         return lc
 
-    def _price_rows(self, w: Work, moe: bool) -> LayerCost:
+    def _price_rows(self, w: Work, moe: bool, graphed: bool) -> LayerCost:
         m, lay, T = self.m, self.lay, w.tokens
         proj, launches = self.attention(w)
         parts = {"attention": 0.0, "dense_gemm": proj, "moe_gemm": 0.0}
-        comm = 2 * self.links.allreduce_s(T * m.hidden_size * 2.0)
+        comm = 2 * self.links.allreduce_s(T * m.hidden_size * 2.0, graphed)
         launches += 2 * (lay.tp > 1) + ELEMENTWISE_KERNELS
         fetch = 0.0
         # Elementwise: norms, residuals and rotary over the rank's tokens; the activation over the MLP's rows. The
@@ -282,7 +318,11 @@ class LayerPricer:
         if moe:
             assert e is not None  # (MoE layers exist only in MoE models)
             dense, routed, a2a, fetch, rows = self.moe_ffn(w)
-            if lay.ep > 1:
+            if self.moe_grid:  # the measured expert kernels ran the routed activation: only the shared experts'
+                shared = e.expert_intermediate_size * e.shared_experts / lay.tp
+                act = T * 2 * shared
+                act_rows, act_cols = (T, shared) if shared else (0.0, 0.0)
+            elif lay.ep > 1:
                 act = rows * 2 * e.expert_intermediate_size
                 act_rows, act_cols = rows, float(e.expert_intermediate_size)
             parts["dense_gemm"] += dense

@@ -7,6 +7,14 @@ shape forms (`calibrate.efficiency`, e.g. Hopper), from those: GEMMs by (M, N, K
 attention by attended length, decode attention by its compute and memory terms; every such kernel takes at least
 `launch_s` (the per-kernel floor). The pricer remembers which (op, dtype) pairs
 were priced from which source, so every run can say what its numbers rest on.
+
+A grid profile (`Profile.grid`: per-op latencies measured in a serving engine, imported from NVIDIA
+AIConfigurator by `python -m calibrate.import_aic`) prices every op it covers from its measurements instead, through
+`grid` (the profile's `calibrate.aic.lookup.GridLookup`: its `GridModel` sliced along the arguments that vary, so
+a shape met for the first time costs microseconds; kept with the profile, shared by its pools' pricers): GEMMs (`gemm_s`), GQA prefill and decode attention
+(`gqa_prefill_s`, `gqa_decode_s`), the routed-expert block (`moe_block_s`) and, through `sim.core.cost.comm.Links`,
+intra-node all-reduce and all-to-all. What it does not cover falls back to the forms above and is listed with its
+reason (`fallback`). A measured latency is divided by the op's `efficiency_scale` (1.0 by default: as measured).
 """
 from __future__ import annotations
 
@@ -15,10 +23,12 @@ from typing import Any
 import numpy as np
 
 from calibrate import ops
+from calibrate.aic.grid_model import decode_shape, prefill_shape
 from calibrate.ops import check_dtype
 from calibrate.profile import EfficiencyCurve, Profile
 from inferplan.specs import HardwareSpec
 from calibrate.efficiency import Generation
+from sim.core.cost.percontext import PerContext
 
 
 class OpPricer:
@@ -40,6 +50,14 @@ class OpPricer:
         self._peaks: dict[str, float] = {}  # dtype -> the datasheet peak of its compute format
         self.measured: set[tuple[str, str]] = set()
         self.analytical: set[tuple[str, str]] = set()
+        # A grid profile's measured latencies (None: curves or analytical forms price everything), which of its
+        # keys are covered (kept: asked for every op priced), and why each op it does not price fell back.
+        self.grid: Any = profile.grid.lookup() if profile is not None and profile.grid is not None else None
+        self._covered: dict[tuple, bool] = {}
+        self._gemm_grid: dict[str, bool] = {}  # GEMM format -> measured (the call rate's cheapest check)
+        self._gemm_curves: dict[tuple, Any] = {}  # (format, n, k) -> the grid's GEMM over its rows
+        self._curves: dict[tuple, Any] = {}  # (op, fixed arguments) -> the grid's op over its varying ones
+        self.fallback: dict[str, str] = {}
 
     def _resolve(self, op: str, dtype: str) -> tuple[EfficiencyCurve, float, float]:
         compute = check_dtype(dtype)["compute"]
@@ -93,7 +111,18 @@ class OpPricer:
     def gemm_s(self, op: str, dtype: str, m: float, n: float, k: float, flops: float, bytes_: float,
                groups: float = 1.0, layout: str = "") -> float:
         """A (grouped) GEMM of `groups` x [m, k] x [k, n]: the generation's shape form where one applies, else
-        `time_s` (profile curve or scalar default)."""
+        `time_s` (profile curve or scalar default). A plain GEMM (`op` "gemm") in a format the grid profile
+        measured is its measured latency."""
+        if op == "gemm" and self.grid is not None:
+            hit = self._gemm_grid.get(dtype)
+            if hit is None:
+                hit = self._gemm_grid[dtype] = self.measures("gemm", dtype, dtype=dtype)
+            if hit:
+                key = (dtype, n, k)
+                curve = self._gemm_curves.get(key)
+                if curve is None:
+                    curve = self._gemm_curves[key] = self.grid.curve("gemm", dtype=dtype, n=n, k=k)
+                return curve(m) / self.efficiency_scale.get(op, 1.0)
         form = self._form(op, dtype)
         if form is None:
             return self.time_s(op, dtype, flops, bytes_)
@@ -116,12 +145,87 @@ class OpPricer:
                         self.hw.mem_bandwidth_bytes_per_s, self.efficiency_scale.get("attn_prefill", 1.0), causal_share)
         return t if t >= self._launch_s else self._launch_s
 
+    # -- measured grids (a grid profile) ----------------------------------------------------------------------
+    def measures(self, op: str, label: str, **cat: Any) -> bool:
+        """Whether the grid profile prices `op` at the exact-match keys `cat` (dtype, compute, distribution, impl);
+        records `op/label` as measured (the caller's fallback records it as analytical otherwise). False without a
+        grid profile."""
+        grid = self.grid
+        if grid is None:
+            return False
+        key = (op, label, tuple(sorted(cat.items())))
+        hit = self._covered.get(key)
+        if hit is None:
+            hit = self._covered[key] = bool(grid.covers(op, **cat))
+            if hit:
+                self.measured.add((op, label))
+            else:
+                self.fall_back(op, label, "no " + " ".join(str(v) for v in cat.values()) + " measurements in "
+                               "the grid profile")
+        return hit
+
+    def fall_back(self, op: str, label: str, reason: str) -> None:
+        """Record that `op/label` is priced analytically under a grid profile, and why (nothing without one)."""
+        if self.grid is not None:
+            self.analytical.add((op, label))
+            self.fallback.setdefault(f"{op}/{label}", reason)
+
+    def gqa_prefill_s(self, kv_dtype: str, prefill_tokens: float, q_sq: float, q_ctx: float, heads: int,
+                      kv_heads: int, head_dim: int) -> float:
+        """Measured GQA prefill attention of chunks with `prefill_tokens` new tokens, `q_sq` = sum q (q+1)/2 and
+        `q_ctx` = sum q c attended pairs (per device heads), as equal prompts with the same tokens and pairs
+        (`prefill_shape`). NOTE: fewer pairs than one prompt of that length (a short chunk after a long cached
+        context: batch < 1) is priced as that share of one prompt's time (time scales with work at the efficiency
+        the grid measured for that attended length), at least the grid's smallest prompt."""
+        batch, seq = prefill_shape(prefill_tokens, q_sq, q_ctx)
+        key = ("attn_prefill", kv_dtype, heads, kv_heads, head_dim)
+        curve = self._curves.get(key)
+        if curve is None:
+            curve = self._curves[key] = self.grid.curve("attn_prefill", heads=heads, kv_heads=kv_heads,
+                                                        head_dim=head_dim, dtype=kv_dtype)
+        scale = self.efficiency_scale.get("attn_prefill", 1.0)
+        if batch >= 1.0:
+            return curve(batch, seq) / scale
+        t = batch * curve(1.0, seq)
+        floor = curve(1.0, 1.0)
+        return (t if t >= floor else floor) / scale
+
+    def gqa_decode_s(self, kv_dtype: str, seqs: float, ctx: PerContext, heads: int, kv_heads: int,
+                     head_dim: int) -> PerContext:
+        """Measured GQA decode attention of `seqs` sequences holding `ctx` cached tokens in all (a float, or an
+        array over a run's context sums: the same numpy operations either way, so they agree exactly)."""
+        batch, per_seq = decode_shape(seqs, ctx)
+        key = ("attn_decode", kv_dtype, heads, kv_heads, head_dim)
+        curve = self._curves.get(key)
+        if curve is None:
+            curve = self._curves[key] = self.grid.curve("attn_decode", heads=heads, kv_heads=kv_heads,
+                                                        head_dim=head_dim, dtype=kv_dtype)
+        t: PerContext = curve(batch, per_seq)
+        scale = self.efficiency_scale.get("attn_decode", 1.0)
+        return t if scale == 1.0 else t / scale
+
+    def moe_block_s(self, dtype: str, tokens: float, hidden: float, inter: float, topk: int, experts: int,
+                    tp: int, ep: int, distribution: str) -> float:
+        """Measured routed-expert block (up/gate GEMM, activation, down GEMM) of one EP rank receiving about
+        `tokens` x `topk` rows (`tokens` per rank before dispatch; `inter` the expert's full intermediate size,
+        split by `tp`)."""
+        key = ("moe_gemm", dtype, hidden, inter, topk, experts, tp, ep, distribution)
+        curve = self._curves.get(key)
+        if curve is None:
+            curve = self._curves[key] = self.grid.curve("moe_gemm", dtype=dtype, hidden=hidden, inter=inter,
+                                                        topk=topk, experts=experts, tp=tp, ep=ep,
+                                                        distribution=distribution)
+        return curve(tokens) / self.efficiency_scale.get("moe_gemm", 1.0)
+
     def elementwise_layer_s(self, tokens: float, hidden: float, rope_cols: float, act_rows: float,
                             act_cols: float, elements: float) -> float:
         """A layer's elementwise kernels: the generation's per-kind kernels as engines fuse them
         (`ElementwiseForm.layer_s`) where no profile covers `elementwise`, else one bundled op of `elements`."""
         g, profile = self.generation, self.profile
         form = g.elementwise if g is not None else None
+        if self.grid is not None:
+            self.fall_back("elementwise", "bf16", "no elementwise kernels (norms, rotary, activation, residual) in "
+                           "the AIConfigurator tables")
         if form is None or (profile is not None and profile.curve("elementwise", "bf16") is not None):
             return self.time_s("elementwise", "bf16", *ops.elementwise_work(elements)) if tokens > 0 else 0.0
         self.analytical.add(("elementwise", "bf16"))
@@ -181,3 +285,27 @@ def _one_knot_s(curve: EfficiencyCurve, peak: float, bw: float, scale: float, fl
     (`EfficiencyCurve.time_s` and the array path are the same IEEE operations; this runs for every op priced)."""
     roof = max(flops / peak, bytes_ / bw) / scale
     return curve.launch_s + roof / curve.efficiency[0] if roof > 0.0 else curve.launch_s
+
+
+ENGINE_NAMES = {"trtllm": "TensorRT-LLM", "vllm": "vLLM", "sglang": "SGLang"}
+
+
+def grid_source(meta: dict, hardware: str) -> dict:
+    """Where a grid profile's measurements come from, from its metadata (`calibrate.aic` import): the database and
+    commit, the engine and version(s) that measured the ops, NCCL's version, and a sentence for the run's summary."""
+    src = meta.get("source") or {}
+    fams = meta.get("provenance") or {}
+    engine = str((meta.get("engine") or {}).get("framework") or "")
+    versions = sorted({str(f.get("version")) for name, f in fams.items()
+                       if isinstance(f, dict) and name != "nccl" and f.get("version")})
+    nccl = fams.get("nccl") if isinstance(fams.get("nccl"), dict) else {}
+    nccl_version = str(nccl.get("version") or "") if nccl else ""
+    name = ENGINE_NAMES.get(engine, engine)
+    device = meta.get("device", hardware)
+    text = (f"{src.get('name', 'AIConfigurator database')} ({src.get('repository', '?')} commit "
+            f"{src.get('commit', '?')}): ops measured inside {name} {'/'.join(versions)} on {device}"
+            + (f", collectives NCCL {nccl_version}" if nccl_version else "")
+            + f"; the only grid shipped for {hardware}, the nearest available whatever engine the pool runs")
+    return {"database": src.get("name"), "repository": src.get("repository"), "commit": src.get("commit"),
+            "system": src.get("system"), "engine": engine, "engine_versions": versions, "nccl": nccl_version,
+            "text": text}

@@ -24,7 +24,7 @@ decode context changes between its steps, and step_cost(b) is the same call with
 from __future__ import annotations
 
 import math
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 import numpy as np
 
 from inferplan.specs import HardwareSpec, ModelSpec
@@ -35,7 +35,7 @@ from sim.core.cost.host import HostOverhead, resolve_host
 from sim.core.cost.layers import COMPUTE_PARTS, LayerCost, LayerPricer, Work, work
 from sim.core.cost.layout import build_layout
 from sim.core.cost.percontext import PerContext, larger, pick, smaller
-from sim.core.cost.pricer import OpPricer
+from sim.core.cost.pricer import OpPricer, grid_source
 from sim.core.cost.tables import StepCache, StepTable
 
 
@@ -77,7 +77,7 @@ class LayeredCostModel:
         self.lay = build_layout(model, dep, where)
         self.links = Links(hw, tp=tp, ep=dep.ep, stage_devices=self.lay.stage_devices, pp=dep.pp,
                            link_efficiency=link_efficiency, scale=pricer.efficiency_scale,
-                           generation=pricer.generation)
+                           generation=pricer.generation, grid=pricer.grid)
         self.steps = StepCache(self._price, self._price_step)  # every kept cost
         self.layers = LayerPricer(model, dep, self.lay, pricer, self.links, kv_dtype, self.steps)
         self.host = host or resolve_host(dep.host, step_overhead_s, pricer.profile)
@@ -102,6 +102,9 @@ class LayeredCostModel:
         probe = {"prefill": chunk, "decode": BatchShape(decode_seqs=1, sampled_seqs=1),
                  "unified": chunk._replace(decode_seqs=1, sampled_seqs=2)}[role]
         self._price(probe, 512.0 if probe.decode_seqs else 0.0)
+        c = dep.communication
+        self.links.declare(pricer, (c.ep_kernel_prefill, c.ep_kernel_decode), (c.dispatch_dtype, c.combine_dtype),
+                           self.lay.cold_experts > 0)
 
     @property
     def kind(self) -> str:
@@ -109,9 +112,11 @@ class LayeredCostModel:
 
     def describe(self) -> dict:
         p, d, lay = self.pricer, self.dep, self.lay
-        out = {"kind": p.kind, "profile": None if p.profile is None else p.profile.path, "hardware": self.hw.name,
+        analytical_ops = sorted(f"{o}/{t}" for o, t in p.analytical)
+        out: dict[str, Any] = {
+               "kind": p.kind, "profile": None if p.profile is None else p.profile.path, "hardware": self.hw.name,
                "measured_ops": sorted(f"{o}/{t}" for o, t in p.measured),
-               "analytical_ops": sorted(f"{o}/{t}" for o, t in p.analytical),
+               "analytical_ops": analytical_ops,
                "deployment": {"preset": d.preset, "devices": lay.devices, "tp": d.tp, "dp": d.dp,
                               "ep": d.ep, "pp": d.pp, "pp_micro_batches": d.micro_batches, "pp_bubble": d.pp_bubble,
                               "weights": dict(d.weights), "overlap": d.communication.overlap,
@@ -120,11 +125,17 @@ class LayeredCostModel:
                                                          else d.sparse_attention.top_k_tokens)},
                "host": self.host.describe(),
                "hidden_communication": "StepCost.hidden_s: communication overlapped by compute, not in the parts"}
+        if p.grid is not None:  # a grid profile: where its measurements come from, and what fell back and why
+            assert p.profile is not None
+            out["source"] = grid_source(p.profile.provenance, self.hw.name)
+            out["fallback"] = {k: p.fallback.get(k, "not in the tables") for k in analytical_ops}
         if self.m.moe is not None:
             out["experts"] = {"slots_per_device": lay.expert_slots_per_layer * lay.expert_share_per_device,
                               "placement_imbalance": self.layers.base_imbalance,
                               "statistical_imbalance": d.experts.statistical_imbalance,
                               "cold_experts_per_layer": lay.cold_experts, "cold_traffic_share": self.layers.cold_share}
+            if p.grid is not None:  # (the measured MoE block's routing distribution)
+                out["experts"]["moe_distribution"] = self.layers.moe_distribution
         return out
 
     # -- composition ------------------------------------------------------------------------------------------
@@ -210,9 +221,10 @@ class LayeredCostModel:
         u, mb = self._pieces(b), dep.micro_batches
         main, drafts, ctx_factor, head_rows, rank_tokens = self._works(b, mb * u)
         ctx = ctx * ctx_factor
-        dense = lp.layer(main, ctx, moe=False) if self._dense_layers else None
-        moe = lp.layer(main, ctx, moe=True) if self._moe_layers else None
-        draft = [(lp.layer(w, ctx, moe=self.m.moe is not None), lp.eh_proj(w.tokens) + lp.lm_head(rows))
+        graphed = self.host.graphed(rank_tokens)
+        dense = lp.layer(main, ctx, False, graphed) if self._dense_layers else None
+        moe = lp.layer(main, ctx, True, graphed) if self._moe_layers else None
+        draft = [(lp.layer(w, ctx, self.m.moe is not None, graphed), lp.eh_proj(w.tokens) + lp.lm_head(rows))
                  for w, rows in drafts]
         head_s = lp.lm_head(head_rows)
         best: tuple[PerContext, dict[str, PerContext], PerContext, int] | None = None

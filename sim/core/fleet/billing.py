@@ -1,7 +1,10 @@
 """Dollars and energy of a run: instance-hours by pool x price, idle waste, kWh, and optional revenue.
 
 Billing: each instance is paid from the moment it is asked for (provisioning and loading included) until it
-stops, rounded up to `billing_granularity_s` per instance (1 s = per-second billing; 3600 = hourly).
+stops (or fails), rounded up to `billing_granularity_s` per instance (1 s = per-second billing; 3600 = hourly).
+Price: the pool's on-demand price per instance-hour less its pricing's discount (`PoolPrice`: on demand 0,
+reserved and spot the fractions the scenario's `pricing:` block states; a spot pool's interruptions are
+failures, sim/core/fleet/failures.py).
 Energy: per device, idle power while alive plus (rated power - idle) x the fraction of time spent in iterations.
 Revenue (optional `price_sheet`): USD per million input tokens on a prefix-cache hit and on a miss, and per
 million output tokens, the way providers report their serving economics.
@@ -12,7 +15,26 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from dataclasses import dataclass
+
 import numpy as np
+
+PRICINGS = ("on_demand", "reserved", "spot")
+
+
+@dataclass(frozen=True)
+class PoolPrice:
+    """How a pool's instances are bought (`pricing:`, checked at load by sim/resolve.py): `discount` is the
+    fraction taken off the on-demand price (0 <= discount < 1)."""
+
+    kind: str = "on_demand"
+    discount: float = 0.0
+
+
+def usd_per_instance_hour(pool) -> float:
+    """What one instance of `pool` is billed per hour: its on-demand price less its pricing's discount (on demand:
+    the price itself, to the bit)."""
+    return pool.usd_per_hour * (1.0 - pool.price.discount)
 
 
 def instance_billed_s(started_s: float, stopped_s: float, end_s: float, granularity_s: float) -> float:
@@ -36,7 +58,7 @@ def pool_usd(pool, at_s: float, granularity_s: float) -> float:
 
 
 def _usd(pool, billed_s: float) -> float:
-    return billed_s / 3600.0 * pool.usd_per_hour
+    return billed_s / 3600.0 * usd_per_instance_hour(pool)
 
 
 def pool_bill(pool, end_s: float, granularity_s: float) -> dict:
@@ -54,7 +76,7 @@ def pool_bill(pool, end_s: float, granularity_s: float) -> dict:
     return {"usd": usd, "billed_instance_hours": billed / 3600.0, "device_hours": device_h,
             "node_hours": device_h / max(1, hw.devices_per_node),
             "alive_instance_hours": alive / 3600.0, "busy_instance_hours": busy / 3600.0,
-            "idle_waste_usd": max(0.0, alive - busy) / 3600.0 * pool.usd_per_hour,
+            "idle_waste_usd": max(0.0, alive - busy) / 3600.0 * usd_per_instance_hour(pool),
             "energy_kwh": energy_kwh}
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from sim.core.fleet.billing import usd_per_instance_hour
+
 
 @dataclass(frozen=True)
 class Route:
@@ -88,7 +90,7 @@ class CostAwarePlacement(SpillOverPlacement):
         cands = self.candidates(class_name)
         ok = [n for n in cands if self._meets(class_name, n, pools, monitors, now_s)]
         if ok:
-            return min(ok, key=lambda n: (pools[n].usd_per_hour, cands.index(n)))
+            return min(ok, key=lambda n: (usd_per_instance_hour(pools[n]), cands.index(n)))  # (as billed)
         return min(cands, key=lambda n: (saturation(pools[n]), cands.index(n)))
 
 

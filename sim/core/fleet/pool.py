@@ -2,7 +2,8 @@
 
 The pool owns its instances' lifecycle; autoscalers only say how many they want (`scale_to`). Scale-up uses a
 pre-loaded warm replica when one is kept (`warm_spares`), else a cold start; scale-down drains the least-loaded
-active instances, so no request in flight is ever dropped.
+active instances, so no request in flight is ever dropped. A failure (`fail`, driven by `fleet/failures.py`)
+stops an instance at once, hands its requests to the cluster and replaces it after the repair time.
 """
 from __future__ import annotations
 
@@ -14,11 +15,14 @@ import simpy
 from inferplan.errors import InputError
 from sim.config import PoolConfig, PoolSpec, RunConfig, instance_bounds
 from sim.core.cost.factory import build_pool_pricing
+from sim.core.fleet.billing import PoolPrice
 from sim.core.fleet.cold_start import ColdStart
+from sim.core.fleet.failures import PoolFailures
 from sim.core.instance.batching import make_policy, policy_class
 from sim.core.instance.batching.base import BatchingPolicy
 from sim.core.instance.instance import Instance
 from sim.core.instance.kv_cache import BlockManager, SharedKVTier
+from sim.core.instance.request_state import SimRequest
 from scenarios.rng import stream
 
 
@@ -52,8 +56,11 @@ class Pool:
                              f"({self.model.max_context_tokens}): long prompts could never be scheduled whole",
                              "raise token_budget or use batching=chunked_prefill")
         self.devices_per_instance = self.pricing.devices_per_instance
+        # The on-demand price of one instance; its pricing (on demand, reserved, spot) discounts it when billed
+        # (sim/core/fleet/billing.py `usd_per_instance_hour`).
         self.usd_per_hour = float(p.usd_per_hour if p.usd_per_hour is not None
                                   else self.hardware.usd_per_hour * self.devices_per_instance)
+        self.price: PoolPrice = setup.price
         # Under attention DP a request's KV lives on one rank: the longest request is bounded by one rank's blocks.
         rank_tokens = mem.blocks_per_rank * mem.block_size_tokens
         self.max_request_tokens = min(self.model.max_context_tokens, rank_tokens)
@@ -70,6 +77,8 @@ class Pool:
         if p.kv_tier2_shared and p.kv_tier2_bytes > 0 and p.prefix_caching:
             self.shared_kv_tier = SharedKVTier(p.kv_tier2_bytes, max(1.0, mem.kv_bytes_per_token * hash_block_tokens))
         self._watchers: list[simpy.Event] = []  # woken when an instance becomes active or stops
+        self.failures: PoolFailures | None = None  # the failure process, when the pool has one (set by the cluster)
+        self.failure_log: list[tuple[float, int, str]] = []  # (t_s, instance index, cause) of each failure
         for _ in range(p.instances):
             self._new_instance().activate()
 
@@ -117,6 +126,8 @@ class Pool:
         yield self.env.timeout(delay_s)
         if inst.state == "starting":
             inst.activate()
+            if self.failures is not None:
+                self.failures.arm(inst)
             self._notify()
             self._on_capacity()
 
@@ -176,6 +187,25 @@ class Pool:
             new = self._new_instance()
             self.env.process(self._start(new, reload_s))
 
+    def fail(self, inst: Instance, repair_s: float, cause: str) -> None:
+        """`inst` fails now (model in sim/core/fleet/failures.py): it stops at once, the cluster re-routes or
+        rejects what it held (`on_failure`), and a serving instance is replaced `repair_s` later (a new instance
+        through the cold start, or a warm spare switched in)."""
+        serving = inst.state == "active"
+        held = inst.fail()
+        self.failure_log.append((float(self.env.now), inst.index, cause))
+        if serving:
+            if repair_s > 0.0:
+                self.env.process(self._replace_after(repair_s))
+            else:
+                self.start_instances(1)
+        if self.on_failure is not None:
+            self.on_failure(self, held)
+
+    def _replace_after(self, repair_s: float):
+        yield self.env.timeout(repair_s)
+        self.start_instances(1)
+
     def wait_until(self, condition):
         """Wait (in a SimPy process) until `condition()` holds; re-checked whenever an instance activates or stops."""
         while not condition():
@@ -198,3 +228,5 @@ class Pool:
             self.on_capacity(self)
 
     on_capacity: Callable[[Pool], None] | None = None
+    # An instance failed: the cluster re-routes or rejects the requests it held (set by the cluster).
+    on_failure: Callable[[Pool, list[SimRequest]], None] | None = None

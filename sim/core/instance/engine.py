@@ -7,7 +7,9 @@ A pool takes the `engine` group's preset (default `generic`: the `batching` grou
 engine version and the source of each default):
   max_num_seqs, max_num_batched_tokens, chunked_prefill, iteration, admission, watermark_fraction, preemption,
   num_scheduler_steps, stream_each_step, cuda_graph_sizes {small: [...], step, max}, new_token_ratio_init/min/decay,
-  host_per_seq_s, overlap, swap_space_gib, gpu_memory_utilization (+ gpu_memory_utilization_by_tp),
+  host_per_seq_s, overlap, frontend_per_request_s, frontend_per_prompt_token_s, frontend_per_stream_s
+  (sim/core/instance/frontend.py: the API server's time before a request reaches the scheduler), swap_space_gib,
+  gpu_memory_utilization (+ gpu_memory_utilization_by_tp),
   kv_free_memory_fraction, block_size_tokens.
 Rules for `null`: max_num_batched_tokens -> max(model context, 2048) (vLLM V0 without chunked prefill);
 max_num_seqs -> SGLang's max_running_requests rule over the pool's KV tokens (its request-pool cap
@@ -19,11 +21,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sim.core.instance.batching.engine import EngineBatching
+from sim.core.instance.frontend import FrontEnd
 from sim.core.instance.kv_cache import BlockManager
 
 POLICY_KEYS = ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "iteration", "admission",
                "watermark_fraction", "preemption", "num_scheduler_steps", "stream_each_step", "cuda_graph_sizes",
-               "new_token_ratio_init", "new_token_ratio_min", "new_token_ratio_decay", "host_per_seq_s", "overlap")
+               "new_token_ratio_init", "new_token_ratio_min", "new_token_ratio_decay", "host_per_seq_s", "overlap",
+               "frontend_per_request_s", "frontend_per_prompt_token_s", "frontend_per_stream_s")
 RULE_KEYS = ("req_pool_cap",)  # (inputs of the `null` rules, not scheduler parameters)
 MEMORY_KEYS = ("gpu_memory_utilization", "gpu_memory_utilization_by_tp", "kv_free_memory_fraction",
                "block_size_tokens", "swap_space_gib")
@@ -64,6 +68,9 @@ class EnginePreset:
     new_token_ratio_decay: float = 0.001
     host_per_seq_s: float = 0.0
     overlap: str = "none"
+    frontend_per_request_s: float = 0.0          # s per request: receive, hand to the engine core, first chunk out
+    frontend_per_prompt_token_s: float = 0.0     # s per prompt token: tokenise, hash blocks
+    frontend_per_stream_s: float = 0.0           # s per stream the instance holds when the request arrives
     swap_space_gib: float = 0.0                  # host swap space per GPU (preemption: swap)
     req_pool_cap: int = 5120                     # requests: the cap of SGLang's request pool (max_num_seqs rule)
     gpu_memory_utilization: float | None = None  # None: the `_by_tp` entry, else the pool's own value
@@ -99,6 +106,11 @@ class EnginePreset:
         pool = min(max(int(kv_tokens / max_context_tokens * 512), 2048), int(self.req_pool_cap or 5120))
         return max(1, min(kv_tokens // 2, pool - 1))
 
+    def frontend(self) -> FrontEnd:
+        """The API server's time outside the kernels (all zero: none)."""
+        return FrontEnd(float(self.frontend_per_request_s), float(self.frontend_per_prompt_token_s),
+                        float(self.frontend_per_stream_s))
+
     def batching(self, kv: BlockManager, max_context_tokens: int, kv_tokens: int,
                  host_link_bytes_per_s: float = 0.0, gpus: int = 1) -> EngineBatching:
         """The engine's scheduler over `kv` for a pool holding `kv_tokens` tokens of KV per instance (swap
@@ -112,5 +124,6 @@ class EnginePreset:
             stream_each_step=self.stream_each_step, cuda_graph_sizes=self.cuda_graph_sizes,
             new_token_ratio_init=self.new_token_ratio_init, new_token_ratio_min=self.new_token_ratio_min,
             new_token_ratio_decay=self.new_token_ratio_decay, host_per_seq_s=self.host_per_seq_s,
-            overlap=self.overlap, swap_bandwidth_bytes_per_s=float(host_link_bytes_per_s) if swap else 0.0,
+            overlap=self.overlap, frontend=self.frontend(),
+            swap_bandwidth_bytes_per_s=float(host_link_bytes_per_s) if swap else 0.0,
             swap_space_bytes=float(self.swap_space_gib or 0.0) * 2**30 * gpus if swap else 0.0)

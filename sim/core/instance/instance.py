@@ -89,7 +89,8 @@ class Instance:
     """A model replica on `tp` devices with its own scheduler, KV cache and cost model.
 
     Lifecycle: `starting` (cold start: provisioning, weight loading, warm-up; takes no requests) -> `active`
-    (routers see it) -> `draining` (finishes what it holds, takes nothing new) -> `stopped` (billing ends).
+    (routers see it) -> `draining` (finishes what it holds, takes nothing new) -> `stopped` (billing ends);
+    `fail()` stops an active or draining instance at once, handing back what it held.
     `on_finish(req)` is called for each request that leaves the instance (completed, or handed off to a decode
     pool after its prefill), `on_first_token(req, t_s)` for a request's first token at t_s (when it happens, or,
     for one at the end of a run's first iteration, when the run is planned: that time is certain, since a run
@@ -120,12 +121,17 @@ class Instance:
         self.started_s = float(env.now)   # when it was asked for (billing starts)
         self.active_s = float("nan")      # when it became active
         self.stopped_s = float("nan")     # when it stopped (billing ends)
+        self.failed_s = float("nan")      # when it failed (then also `stopped_s`), NaN if it never did
         self.busy_s = 0.0
         self.iterations = 0
         self._parts_acc = [0.0] * _N_PARTS  # seconds per part, PARTS order (see `parts_s`)
         self.last_step_end_s = 0.0
         self.clock_ok = True
         self.outstanding = 0  # requests held (waiting + running): submitted minus left, read by every routing
+        # An engine preset's front-end time (sim/core/instance/frontend.py): a request enters the scheduler that
+        # long after `submit`; held meanwhile (in `outstanding`, and in `_front` for `fail`).
+        self.frontend = getattr(policy, "frontend", None)
+        self._front: dict[int, SimRequest] = {}
         self._mode = IDLE
         self._pending: simpy.Event | None = None  # the one event this instance acts on; any other is stale
         self._step: tuple[ScheduledBatch, float, StepCost] | None = None
@@ -161,6 +167,24 @@ class Instance:
         self.state = "draining"
         self._poke()
 
+    def fail(self) -> list[SimRequest]:
+        """Lost at once (a fault or a spot interruption; sim/core/fleet/failures.py): the iteration in flight is
+        neither applied nor counted (its event goes stale), the KV is gone, billing ends now (`stopped`, with
+        `failed_s` set). Returns every request it held, each reset to recompute its work from nothing elsewhere
+        (its emitted tokens stay emitted), in request order; the caller re-routes or rejects them. NOTE: a first
+        token announced ahead for a run's first iteration that had not ended yet stays in the TTFT monitor."""
+        held = self.policy.drop_all() + list(self._front.values())
+        self._front.clear()
+        for req in held:
+            self.kv.free(req)
+            req.restart()
+        held.sort(key=lambda r: r.request_id)
+        self._pending, self._step, self._run, self._mode = None, None, None, IDLE
+        self.outstanding = 0
+        self.failed_s = float(self.env.now)
+        self._stop()
+        return held
+
     def _stop(self) -> None:
         self.state = "stopped"
         self.stopped_s = float(self.env.now)
@@ -188,6 +212,14 @@ class Instance:
         arrival callback: simultaneous arrivals still batch, at one event less per request). `now`: the simulated
         time (the caller's reading: the clock property costs a Python call)."""
         req.pool, req.instance, req.enqueued_s = self.pool, self.index, float(now)
+        fe = self.frontend
+        if fe is not None:
+            delay = fe.delay_s(req.prompt_tokens, self.outstanding)
+            self.outstanding += 1
+            self._front[req.request_id] = req
+            ev = self.env.timeout(delay, req)  # (the request rides on the event: no closure)
+            ev.callbacks.append(self._enter)
+            return
         self.outstanding += 1
         self.policy.add_request(req, now)
         mode = self._mode
@@ -197,6 +229,20 @@ class Instance:
         elif wakes is not None and (mode is IDLE or mode is TIMER) and self._can_plan():
             self._pending, self._mode = None, WAKE
             wakes.append(self)
+        else:
+            self._poke()
+
+    def _enter(self, ev: simpy.Event) -> None:
+        """A request (`ev.value`) leaves the front end for the scheduler's `waiting` queue (not if the instance
+        failed meanwhile: it was handed back then)."""
+        req: SimRequest = ev.value
+        if self._front.pop(req.request_id, None) is None:
+            return
+        now = float(self.env.now)
+        self.policy.add_request(req, now)
+        if self._mode is RUN:
+            if self.policy.joins_next_boundary():
+                self._cut_run(now)
         else:
             self._poke()
 

@@ -66,6 +66,12 @@ class SimRequest:
     def in_prefill(self) -> bool:
         return self.num_computed_tokens < self.prompt_tokens
 
+    def restart(self) -> None:
+        """Its instance failed: the KV is gone, so it starts over on another instance, recomputing its prompt and
+        the tokens it already emitted (which stay emitted: its first token time is kept). Not a preemption."""
+        self.num_computed_tokens = 0
+        self.cached_tokens = 0
+
     def reset_for_recompute(self) -> None:
         """Preemption by recomputation: drop the KV; generated tokens are re-prefilled with the prompt."""
         self.preemptions += 1

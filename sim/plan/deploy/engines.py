@@ -23,6 +23,11 @@ PRESET_ENGINES: dict[str, tuple[str, str]] = {
     "sglang": ("sglang", "0.3.0"),
     "sglang_v04": ("sglang", "0.4.0"),
     "trtllm": ("trtllm", "1.3.0rc27"),
+    # The serving-run presets (vLLM 0.11+, SGLang 0.5.x, TensorRT-LLM 1.x): the nearest version whose accepted
+    # flags accepted.py holds; the launch file names the version it was checked against.
+    "vllm_v1_serve": ("vllm", "0.8.5"),
+    "sglang_v05_serve": ("sglang", "0.4.0"),
+    "trtllm_v1_serve": ("trtllm", "1.3.0rc27"),
 }
 
 # Container images (assumption: the projects' public release images at the pinned version; pin your registry's).

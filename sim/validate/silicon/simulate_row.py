@@ -1,7 +1,8 @@
 """One row through the project's own API, as a new user would run it: `compose_config` of Hydra overrides (the
 row's hardware, model, formats, TP/DP/EP, engine preset, one instance, a closed-loop traffic block),
-`load_run_config`, the scenario's workload and `simulate`. Nothing is fitted: cost model, host overhead
-(`conf/cost`) and front-end delay (the `smoke` scenario's 2 ms) are the configured defaults.
+`load_run_config`, the scenario's workload and `simulate`. Cost model and host overhead (`conf/cost`) and the
+scenario's front-end delay (the `smoke` scenario's 2 ms) are the configured defaults; the engine preset's own
+front-end time (`frontend_*`, sim/core/instance/frontend.py) is fitted per engine (`fit.py`).
 
 The benchmark client (InferenceX `benchmark_serving.py`, see the data README): `--max-concurrency C` closed loop
 with `--request-rate inf`, `--num-prompts 10 x C`, input and output lengths uniform in [int(0.8 L), L]
@@ -50,11 +51,13 @@ def traffic(plan: RowPlan, rounds: int = CLIENT_ROUNDS) -> dict:
             "lengths": {"kind": "independent", "prompt": uniform(row.isl_tokens), "output": uniform(row.osl_tokens)}}
 
 
-def overrides(plan: RowPlan, rounds: int = CLIENT_ROUNDS) -> list[str]:
-    """The Hydra overrides that express the row (also a `python -m sim` command line)."""
+def overrides(plan: RowPlan, rounds: int = CLIENT_ROUNDS, engine: dict | None = None) -> list[str]:
+    """The Hydra overrides that express the row (also a `python -m sim` command line); `engine`: preset keys to
+    override (`{frontend_per_request_s: 0.05}`, the fit's candidates)."""
     p = "scenario.pools.main"
     ov = [*BASE, f"{p}.hardware={plan.hardware}", f"{p}.model={plan.model}", f"++{p}.tp={plan.tp}",
-          f"++{p}.weights_dtype={plan.weights_dtype}", f"engine={plan.engine}"]
+          f"++{p}.weights_dtype={plan.weights_dtype}", f"engine={plan.engine}",
+          *(f"++engine.{k}={v!r}" for k, v in (engine or {}).items())]
     if plan.deployment:
         ov.append(f"++{p}.deployment={hydra_value(plan.deployment)}")
     return [*ov, "~scenario.traffic", f"+scenario.traffic={hydra_value(traffic(plan, rounds))}"]
@@ -67,10 +70,10 @@ def _stats(values: np.ndarray) -> dict:
     return {"p50": float(np.median(v)), "mean": float(v.mean()), "p90": float(np.percentile(v, 90))}
 
 
-def simulate_plan(plan: RowPlan, rounds: int = CLIENT_ROUNDS) -> dict:
+def simulate_plan(plan: RowPlan, rounds: int = CLIENT_ROUNDS, engine: dict | None = None) -> dict:
     """The row's simulated TTFT and TPOT statistics over its completed requests (s)."""
     t0 = time.perf_counter()
-    ov = overrides(plan, rounds)
+    ov = overrides(plan, rounds, engine)
     run = load_run_config(compose_config(ov))
     result = simulate(run, scenario_workload(run))
     if result.interrupted_by:
@@ -83,10 +86,10 @@ def simulate_plan(plan: RowPlan, rounds: int = CLIENT_ROUNDS) -> dict:
             "wall_s": round(time.perf_counter() - t0, 3), "overrides": " ".join(ov)}
 
 
-def simulate_safely(plan: RowPlan, rounds: int = CLIENT_ROUNDS) -> dict:
+def simulate_safely(plan: RowPlan, rounds: int = CLIENT_ROUNDS, engine: dict | None = None) -> dict:
     """`simulate_plan`, with a failure as a result: `{"failed": "<one line>"}` (a pool worker must not die)."""
     try:
-        return simulate_plan(plan, rounds)
+        return simulate_plan(plan, rounds, engine)
     except Exception as err:  # noqa: BLE001 (any failure of one row is reported with that row)
         text = " ".join(str(err).split()) or type(err).__name__
-        return {"failed": f"{type(err).__name__}: {text}"[:400], "overrides": " ".join(overrides(plan, rounds))}
+        return {"failed": f"{type(err).__name__}: {text}"[:400], "overrides": " ".join(overrides(plan, rounds, engine))}

@@ -23,7 +23,7 @@ class BatchingPolicy(Protocol):
     `joins_next_boundary()` whether a request that just arrived during such a run could join at its next
     iteration boundary (the run is cut there only then). `update_from_output`
     advances every scheduled request by its tokens at time `now` (the end of the iteration) and returns the
-    requests that finished. Guarantees: a request is in at most one of `waiting`/`running`; KV blocks are
+    requests that finished; `drop_all()` empties the policy when its instance fails. Guarantees: a request is in at most one of `waiting`/`running`; KV blocks are
     allocated through `kv` only, so INV-KV holds.
     """
 
@@ -48,6 +48,19 @@ class BatchingPolicy(Protocol):
     def joins_next_boundary(self) -> bool: ...
 
     def update_from_output(self, batch: ScheduledBatch, now: float) -> list[SimRequest]: ...
+
+    def drop_all(self) -> list[SimRequest]:
+        """The instance failed: every request the policy holds (waiting, running or set aside, e.g. swapped out),
+        leaving it empty. The caller frees their KV."""
+        ...
+
+
+def take_all(waiting: deque[SimRequest], running: list[SimRequest]) -> list[SimRequest]:
+    """`drop_all` of a policy that holds requests only in `waiting` and `running`: both emptied in place."""
+    held = [*running, *waiting]
+    running.clear()
+    waiting.clear()
+    return held
 
 
 def complete(req: SimRequest, now: float, kv: BlockManager) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections import deque
 
 from sim.core.instance.batch import ScheduledBatch, known_tokens
-from sim.core.instance.batching.base import advance, match_prefix, steady_decode_steps, unmatch_prefix
+from sim.core.instance.batching.base import advance, match_prefix, steady_decode_steps, take_all, unmatch_prefix
 from sim.core.instance.kv_cache import BlockManager
 from sim.core.instance.request_state import SimRequest
 
@@ -36,6 +36,10 @@ class ContinuousBatching:
     @classmethod
     def whole_prompt_limit(cls, params: dict) -> int | None:
         return None if params.get("chunked_prefill", False) else int(params.get("token_budget", 8192))
+
+    def drop_all(self) -> list[SimRequest]:
+        self._admission_tried = False
+        return take_all(self.waiting, self.running)
 
     def add_request(self, req: SimRequest, now: float) -> None:
         self.waiting.append(req)

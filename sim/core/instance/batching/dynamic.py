@@ -14,7 +14,7 @@ import math
 from collections import deque
 
 from sim.core.instance.batch import ScheduledBatch
-from sim.core.instance.batching.base import advance, steady_decode_steps
+from sim.core.instance.batching.base import advance, steady_decode_steps, take_all
 from sim.core.instance.batching.static import reserve, run_to_completion_step
 from sim.core.instance.kv_cache import BlockManager
 from sim.core.instance.request_state import SimRequest
@@ -66,6 +66,9 @@ class DynamicBatching:
     @classmethod
     def whole_prompt_limit(cls, params: dict) -> int | None:
         return None
+
+    def drop_all(self) -> list[SimRequest]:
+        return take_all(self.waiting, self.running)
 
     def add_request(self, req: SimRequest, now: float) -> None:
         if not math.isnan(self._last_arrival_s):

@@ -40,7 +40,8 @@ from collections import deque
 
 from sim.core.instance.batch import (OVERLAP_ALL, OVERLAP_NONE, OVERLAP_OUTPUT, ScheduledBatch, _shape,
                                      known_tokens, shape_of)
-from sim.core.instance.batching.base import complete, match_prefix, unmatch_prefix
+from sim.core.instance.batching.base import complete, match_prefix, take_all, unmatch_prefix
+from sim.core.instance.frontend import FrontEnd
 from sim.core.instance.kv_cache import BlockManager
 from sim.core.instance.request_state import SimRequest
 
@@ -58,7 +59,8 @@ class EngineBatching:
                  iteration: str = "mixed", num_scheduler_steps: int = 1, stream_each_step: bool = True,
                  cuda_graph_sizes: tuple = (), new_token_ratio_init: float = 0.7,
                  new_token_ratio_min: float = 0.1, new_token_ratio_decay: float = 0.001,
-                 host_per_seq_s: float = 0.0, overlap: str = "none", swap_bandwidth_bytes_per_s: float = 0.0,
+                 host_per_seq_s: float = 0.0, overlap: str = "none", frontend: FrontEnd | None = None,
+                 swap_bandwidth_bytes_per_s: float = 0.0,
                  swap_space_bytes: float = 0.0) -> None:
         if max_num_seqs < 1 or max_num_batched_tokens < 1 or num_scheduler_steps < 1:
             raise ValueError('"max_num_seqs", "max_num_batched_tokens" and "num_scheduler_steps" must be >= 1')
@@ -91,6 +93,7 @@ class EngineBatching:
         self._group_left = 0                 # steps of it still to run after the current one
         self.undelivered: set[int] = set()  # request ids with tokens computed but not yet sent (multi-step)
         self.host_per_seq_s, self.overlap = float(host_per_seq_s), OVERLAPS[overlap]
+        self.frontend = frontend if frontend is not None and frontend.active else None  # read by the instance
         self._lagging: list[SimRequest] = []  # finished in the last iteration, still in the next (overlap "all")
         self.swap_bandwidth_bytes_per_s, self.swap_space_bytes = float(swap_bandwidth_bytes_per_s), float(swap_space_bytes)
         self.swapped: deque[SimRequest] = deque()  # preempted by swap: KV in host memory, tokens kept
@@ -101,6 +104,16 @@ class EngineBatching:
     @classmethod
     def whole_prompt_limit(cls, params: dict) -> int | None:
         return None  # (built from an engine preset, whose token budget covers the model's context)
+
+    def drop_all(self) -> list[SimRequest]:
+        """Waiting, running and swapped-out requests; the finished ones still holding KV release it."""
+        held = take_all(self.waiting, self.running) + list(self.swapped)
+        self.swapped.clear()
+        self.swapped_bytes = 0.0
+        self._release_lagging()
+        self.undelivered.clear()
+        self._group, self._group_left = [], 0
+        return held
 
     def add_request(self, req: SimRequest, now: float) -> None:
         self.waiting.append(req)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import deque
 
 from sim.core.instance.batch import ScheduledBatch, known_tokens
-from sim.core.instance.batching.base import advance, match_prefix, steady_decode_steps, unmatch_prefix
+from sim.core.instance.batching.base import advance, match_prefix, steady_decode_steps, take_all, unmatch_prefix
 from sim.core.instance.kv_cache import BlockManager
 from sim.core.instance.request_state import SimRequest
 
@@ -47,6 +47,9 @@ class StaticBatching:
     @classmethod
     def whole_prompt_limit(cls, params: dict) -> int | None:
         return None
+
+    def drop_all(self) -> list[SimRequest]:
+        return take_all(self.waiting, self.running)
 
     def add_request(self, req: SimRequest, now: float) -> None:
         self.waiting.append(req)

@@ -1,0 +1,169 @@
+"""Pricing from measurements (`cost.profile=measured`): each pool priced from the AIConfigurator grid of its GPU
+where the grid covers an op, analytically (and listed, with the reason) where it does not; the run says which
+database, engine and version measured it. docs/cost-model.md, "Measured grids from AIConfigurator"."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import yaml
+
+from calibrate.aic.grid_model import decode_shape
+from calibrate.profile import load_profile
+from inferplan.specs import CONF_DIR, load_hardware, load_model
+from sim.api import run_composed
+from sim.compose import compose_config
+from sim.config import CostConfig, PoolConfig
+from sim.core.cost import experts as ex
+from sim.core.cost.base import PARTS, BatchShape
+from sim.core.cost.comm import CUSTOM_ALLREDUCE_MAX_BYTES, Links
+from sim.core.cost.deployment import ExpertOptions
+from sim.core.cost.factory import GRID_PROFILES_DIR, resolve_profile
+from sim.resolve import pool_pricing
+
+ROOFLINE = yaml.safe_load((CONF_DIR / "cost" / "roofline.yaml").read_text())
+MEASURED = CostConfig(profile="measured", efficiency=ROOFLINE["efficiency"], launch_s=ROOFLINE["launch_s"])
+SHORT = ["scenario=smoke", "metrics.progress=false", "++scenario.traffic.num_requests=200", "cost.profile=measured"]
+
+
+def _run(tmp_path, name: str, *overrides: str) -> dict:
+    summary, _ = run_composed(compose_config([*SHORT, *overrides]), tmp_path / name)
+    return summary
+
+
+def _pricing(model: str, hardware: str, tp: int, **pool):
+    p = PoolConfig(hardware=hardware, model=model, tp=tp, **pool)
+    return pool_pricing(load_model(model), load_hardware(hardware), p, MEASURED, token_budget=8192, where="t")
+
+
+def test_llama_70b_on_h100_is_priced_from_the_h100_grid(tmp_path):
+    s = _run(tmp_path, "llama", "scenario.pools.main.model=llama3_70b", "scenario.pools.main.hardware=h100_sxm",
+             "+scenario.pools.main.tp=8")
+    cm = s["pools"]["main"]["cost_model"]
+    assert s["cost_model"]["kind"] == cm["kind"] == "mixed"
+    assert cm["profile"].endswith("aic/h100_sxm.parquet")
+    assert set(cm["measured_ops"]) == {"gemm/bf16", "attn_prefill/bf16", "attn_decode/bf16", "allreduce/custom",
+                                       "allreduce/nccl"}
+    assert cm["analytical_ops"] == ["elementwise/bf16"]  # (the tables hold no norm, rotary or activation kernel)
+    assert "no elementwise kernels" in cm["fallback"]["elementwise/bf16"]
+    src = cm["source"]
+    assert (src["commit"], src["engine"], src["engine_versions"], src["nccl"]) == \
+        ("095f58a5", "trtllm", ["1.3.0rc20"], "2.29.2")
+    text = s["cost_model"]["sources"]["main"]
+    assert "TensorRT-LLM 1.3.0rc20" in text and "095f58a5" in text and "nearest available" in text
+    assert s["requests"]["completed"] == 200
+
+
+def test_deepseek_v3_on_h200_lists_mla_attention_as_analytical(tmp_path):
+    s = _run(tmp_path, "dsv3", "scenario.pools.main.model=deepseek_v3", "scenario.pools.main.hardware=h200",
+             "+scenario.pools.main.tp=8", "+scenario.pools.main.weights_dtype=fp8_block", "batching=chunked_prefill",
+             "scenario.pools.main.instances=1")
+    cm = s["pools"]["main"]["cost_model"]
+    assert cm["kind"] == "mixed"
+    assert {"gemm/fp8_block", "moe_gemm/fp8_block", "allreduce/custom"} <= set(cm["measured_ops"])
+    assert set(cm["fallback"]) == {"attn_prefill/bf16", "attn_mla_decode/bf16", "elementwise/bf16"}
+    assert all("MLA attention" in cm["fallback"][k] for k in ("attn_prefill/bf16", "attn_mla_decode/bf16"))
+    assert cm["experts"]["moe_distribution"] == "balanced"
+    assert cm["source"]["system"] == "h200_sxm" and s["requests"]["completed"] == 200
+
+
+def test_a_b200_pool_runs_on_the_vllm_grid(tmp_path):
+    s = _run(tmp_path, "b200", "scenario.pools.main.hardware=b200")
+    cm = s["pools"]["main"]["cost_model"]
+    assert cm["kind"] == "mixed" and "gemm/bf16" in cm["measured_ops"]
+    assert cm["source"]["engine"] == "vllm" and s["requests"]["completed"] == 200
+
+
+def test_hardware_without_a_grid_stays_analytical(tmp_path):
+    assert resolve_profile("measured", load_hardware("h800")) is None
+    s = _run(tmp_path, "h800", "scenario.pools.main.hardware=h800")
+    assert s["cost_model"]["kind"] == "analytical" and s["cost_model"]["profile"] is None
+    assert "sources" not in s["cost_model"] and "source" not in s["pools"]["main"]["cost_model"]
+
+
+def test_auto_never_picks_a_grid():
+    """`cost.profile=auto` (the default) reads calibrate/profiles/<hardware>.parquet only, as before."""
+    assert resolve_profile("auto", load_hardware("h100_sxm")) is None
+    assert resolve_profile("measured", load_hardware("h100_sxm")).grid is not None
+
+
+def test_a_gemm_at_a_grid_point_is_the_measured_latency_and_a_step_sums_the_grid():
+    pricing = _pricing("llama3_70b", "h100_sxm", 8)
+    cost, pricer = pricing.cost, pricing.cost.pricer
+    grid = load_profile(GRID_PROFILES_DIR / "h100_sxm.parquet").grid
+    c, r = grid._columns, grid._rows["gemm"]
+    row = r[(c["dtype"][r] == "bf16") & (c["m"][r] == 128) & (c["n"][r] == 8192) & (c["k"][r] == 1024)][0]
+    # The O projection of a 128-token prefill on one of 8 GPUs: 8 heads x 128 -> hidden 8192; measured there.
+    # (The lookup multiplies back log(latency / reference): a few ulps.)
+    assert pricer.gemm_s("gemm", "bf16", 128.0, 8192.0, 1024.0, 0.0, 0.0) == pytest.approx(c["latency_s"][row],
+                                                                                            rel=1e-12)
+    step = cost.step_cost(BatchShape(prefill_seqs=1, prefill_tokens=128, prefill_q_sq_sum=128 * 129 // 2,
+                                     prefill_kv_tokens=128, sampled_seqs=1))
+    layer = sum(grid.latency_s("gemm", dtype="bf16", m=128, n=n, k=k)  # QKV, O, gate+up, down per GPU
+                for n, k in ((8 * 128 + 2 * 128, 8192), (8192, 8 * 128), (2 * 28672 / 8, 8192), (8192, 28672 / 8)))
+    head = grid.latency_s("gemm", dtype="bf16", m=1, n=128256 / 8, k=8192)
+    assert step.parts["dense_gemm"] == pytest.approx(80 * layer + head, rel=1e-12)
+    ar = grid.latency_s("allreduce", bytes=128 * 8192 * 2.0, gpus=8, impl="custom")  # two per layer
+    assert step.parts["communication"] == pytest.approx(80 * 2 * ar, rel=1e-12)
+
+
+def test_decode_priced_over_an_array_of_contexts_equals_each_step_alone():
+    cost = _pricing("llama3_70b", "h100_sxm", 8).cost
+    first = BatchShape(decode_seqs=24, decode_ctx_sum=24 * 700, sampled_seqs=24)
+    steps = 300
+    totals, parts = cost.decode_run(first, steps)
+    for j in range(steps):
+        b = first._replace(decode_ctx_sum=first.decode_ctx_sum + 24 * j)
+        one = cost.step_cost(b)
+        total, direct, _ = cost._price(b, float(b.decode_ctx_sum))  # (bypassing the tables)
+        assert totals[j] == one.total_s == float(total)
+        for k in PARTS:
+            assert parts[k][j] == one.parts[k] == float(direct[k])
+    grid = load_profile(GRID_PROFILES_DIR / "h100_sxm.parquet").grid  # decode attention is the grid's
+    batch, ctx = decode_shape(24, float(first.decode_ctx_sum))
+    one_layer = grid.latency_s("attn_decode", batch=batch, ctx=ctx, heads=8, kv_heads=1, head_dim=128, dtype="bf16")
+    assert cost.step_cost(first).parts["attention"] == pytest.approx(80 * one_layer, rel=1e-12)
+
+
+def test_collectives_follow_the_engines_custom_allreduce_rule():
+    links = _pricing("llama3_70b", "b200", 8).cost.links
+    assert links.ar_impls == ("custom", "custom_eager", "nccl")  # (vLLM on B200 measured both custom modes)
+    assert links.allreduce_impl(1e6, graphed=True) == "custom"
+    assert links.allreduce_impl(1e6, graphed=False) == "custom_eager"
+    assert links.allreduce_impl(CUSTOM_ALLREDUCE_MAX_BYTES + 1, graphed=True) == "nccl"
+    grid = load_profile(GRID_PROFILES_DIR / "b200.parquet").grid
+    assert links.allreduce_s(1e6) == pytest.approx(grid.latency_s("allreduce", bytes=1e6, gpus=8, impl="custom"))
+    wide = Links(load_hardware("h100_sxm"), tp=16, ep=16, stage_devices=16, pp=1, link_efficiency=0.75, scale={},
+                 grid=links.grid)
+    assert wide.ar_impls == () and not wide.a2a_grid  # across nodes: the analytical forms
+
+
+def test_expert_parallel_all_to_all_and_power_law_routing():
+    dep = {"dp": 8, "ep": 8, "experts": {"zipf_s": 1.0}}
+    pricing = _pricing("deepseek_v3", "h200", 1, weights_dtype="fp8_block", deployment=dep)
+    d = pricing.cost.describe()
+    assert {"all_to_all/nccl_bf16", "moe_gemm/fp8_block"} <= set(d["measured_ops"])
+    assert d["experts"]["moe_distribution"] == "power_law_1.2"  # Zipf s = 1: load density x^-2, nearest 1.2
+    dep2 = dep | {"communication": {"ep_kernel_decode": "deepep_low_latency"}}  # (DeepEP: analytical, with why)
+    d2 = _pricing("deepseek_v3", "h200", 1, weights_dtype="fp8_block", deployment=dep2).cost.describe()
+    assert "DeepEP" in d2["fallback"]["all_to_all/deepep_low_latency"]
+
+
+@pytest.mark.parametrize("opts, want", [
+    (ExpertOptions(), "balanced"),
+    (ExpertOptions(zipf_s=1.0), "power_law_1.2"),
+    (ExpertOptions(zipf_s=20.0), "power_law_1.01"),
+    (ExpertOptions(zipf_s=1.0, load_histogram=(1.0, 2.0)), "balanced"),  # measured loads: applied as rows
+    (ExpertOptions(zipf_s=1.0, imbalance=1.3), "balanced"),
+])
+def test_routing_distribution_of_the_deployment(opts, want):
+    assert ex.grid_distribution(opts, ["balanced", "power_law_1.01", "power_law_1.2"]) == want
+    assert ex.grid_distribution(opts, ["balanced"]) == "balanced"
+
+
+def test_step_parts_sum_and_measured_pricing_is_deterministic():
+    a = _pricing("llama3_70b", "h100_sxm", 8).cost
+    b = BatchShape(prefill_seqs=2, prefill_tokens=900, prefill_q_ctx_sum=300 * 600, prefill_q_sq_sum=2 * 450 * 451 // 2,
+                   prefill_kv_tokens=1500, decode_seqs=30, decode_ctx_sum=30 * 2000, sampled_seqs=32)
+    one = a.step_cost(b)
+    assert sum(one.parts.values()) == pytest.approx(one.total_s, rel=1e-14) and one.total_s > 0
+    assert np.isfinite(list(one.parts.values())).all()

@@ -1,0 +1,100 @@
+"""An engine preset's front-end time (sim/core/instance/frontend.py): a request enters the scheduler
+per_request_s + per_prompt_token_s x prompt + per_stream_s x streams after it reaches the instance, is held
+meanwhile, and the all-zero default changes nothing."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import simpy
+
+from sim.core.cost.base import PARTS, BatchShape, StepCost
+from sim.core.instance.batching.engine import EngineBatching
+from sim.core.instance.engine import EnginePreset
+from sim.core.instance.frontend import FrontEnd
+from sim.core.instance.instance import Instance
+from sim.core.instance.kv_cache import BlockManager
+from sim.core.instance.request_state import SimRequest
+from sim.validate.silicon.fit import fit_l1
+
+STEP_S = 0.010
+
+
+class FlatCost:
+    draft_tokens = 0
+    acceptance: tuple = ()
+
+    def step_cost(self, b: BatchShape) -> StepCost:
+        parts = dict.fromkeys(PARTS, 0.0)
+        parts["attention"] = STEP_S
+        return StepCost(STEP_S, parts)
+
+
+def instance(frontend: FrontEnd | None):
+    env = simpy.Environment()
+    kv = BlockManager(64, 16)
+    policy = EngineBatching(kv, max_num_seqs=8, max_num_batched_tokens=1024, chunked_prefill=True,
+                            frontend=frontend)
+    done: dict[int, float] = {}
+    inst = Instance(env, "p", 0, policy, kv, FlatCost(), lambda r: done.setdefault(r.request_id, r.finish_s),
+                    fast_forward=False)
+    inst.state = "active"
+    return env, inst, policy, done
+
+
+def in_scheduler(policy) -> set[int]:
+    """Requests the scheduler holds (waiting or running), or has finished."""
+    return {r.request_id for r in [*policy.waiting, *policy.running]}
+
+
+def test_delay_is_per_request_plus_per_prompt_token_plus_per_stream():
+    fe = FrontEnd(per_request_s=0.05, per_prompt_token_s=0.001, per_stream_s=0.002)
+    assert fe.delay_s(prompt_tokens=10, streams=3) == pytest.approx(0.05 + 0.010 + 0.006)
+    with pytest.raises(ValueError, match="must be >= 0"):
+        FrontEnd(per_stream_s=-1.0)
+
+
+def test_requests_enter_the_scheduler_after_their_delay_and_are_held_meanwhile():
+    env, inst, policy, done = instance(FrontEnd(0.05, 0.001, 0.002))
+    for i in range(3):  # three requests at t=0: 0, 1 and 2 streams held before each
+        inst.submit(SimRequest(i, 0.0, 10, 2), 0.0)
+    assert inst.outstanding == 3 and in_scheduler(policy) == set()
+    # entering at 0.06, 0.062 and 0.064 s (0.05 + 10 tokens x 1 ms + 0, 1, 2 streams x 2 ms)
+    for until_s, inside in [(0.0599, set()), (0.0601, {0}), (0.0619, {0}), (0.0621, {0, 1}), (0.0641, {0, 1, 2})]:
+        env.run(until=until_s)
+        assert in_scheduler(policy) == inside, until_s
+    env.run()
+    assert done[0] == pytest.approx(0.06 + 2 * STEP_S)  # prefill (first token) + one decode
+    assert inst.outstanding == 0
+
+
+def test_a_failed_instance_returns_the_requests_still_in_its_front_end():
+    env, inst, policy, _ = instance(FrontEnd(per_request_s=1.0))
+    inst.submit(SimRequest(0, 0.0, 10, 2), 0.0)
+    env.run(until=0.5)
+    held = inst.fail()
+    assert [r.request_id for r in held] == [0]
+    env.run()
+    assert in_scheduler(policy) == set()  # the delay's end finds it gone
+
+
+def test_all_zero_is_no_front_end():
+    policy = EnginePreset(name="x").batching(BlockManager(8, 16), 4096, 128)
+    assert policy.frontend is None
+    env, inst, policy, done = instance(FrontEnd())
+    inst.submit(SimRequest(0, 0.0, 10, 2), 0.0)
+    assert in_scheduler(policy) == {0}  # at once, before any event
+    env.run()
+    assert done[0] == pytest.approx(2 * STEP_S)
+    preset = EnginePreset(name="x", frontend_per_request_s=0.03, frontend_per_stream_s=0.001)
+    assert preset.batching(BlockManager(8, 16), 4096, 128).frontend == FrontEnd(0.03, 0.0, 0.001)
+
+
+def test_fit_recovers_the_coefficients_of_an_additive_gap_and_keeps_them_nonnegative():
+    rng = np.random.default_rng(0)
+    x = np.column_stack([np.ones(60), rng.uniform(800, 8000, 60), rng.integers(0, 128, 60)])
+    sim = rng.uniform(0.05, 0.5, 60)
+    true = np.array([0.03, 4e-5, 1.5e-3])
+    assert fit_l1(x, sim, sim + x @ true) == pytest.approx(true, rel=1e-3)
+    # A gap that shrinks with streams: the per-stream coefficient would be negative, so it is dropped (0).
+    c = fit_l1(x, sim, sim + 0.2 - 1e-3 * x[:, 2])
+    assert c[2] == 0.0 and (c >= 0).all()
