@@ -12,6 +12,7 @@ import yaml
 
 from inferplan.errors import InputError
 from sim.config import build
+from sim.plan.confidence import parse_confidence
 from sim.plan.space import SEARCH_PREFIX, SearchSpace, parse_space
 
 OBJECTIVES = ("usd", "usd_per_million_output_tokens", "node_hours")
@@ -33,6 +34,10 @@ class PlanOptions:
                                         # autoscaler, gateway settings and bill of materials (sim/plan/deploy)
     redundancy: str = "none"            # n+1: every pool must also meet the SLOs with one instance failed at the
                                         # traffic's peak (sim/plan/redundancy.py); a pool's own `redundancy:` wins
+    confidence: str = "0.9"             # meet every SLO with each latency x its error band at this level (0.5, 0.8,
+                                        # 0.9, 0.95; sim/plan/confidence.py); 0 or none: the point estimate only
+    seeds: int = 3                      # the choice re-simulated on this many traffic seeds (the base seed + N-1;
+                                        # sim/plan/seeds.py); 1: off
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
@@ -45,6 +50,9 @@ class PlanOptions:
         if self.redundancy not in ("none", "n+1"):
             raise InputError("command line", "redundancy", f"unknown redundancy {self.redundancy!r}",
                              "use redundancy=n+1 or redundancy=none")
+        if self.seeds < 1:
+            raise InputError("command line", "seeds", f"must be >= 1, got {self.seeds}", "use seeds=3, or seeds=1 (off)")
+        parse_confidence(self.confidence)
         if str(self.progress) not in ("auto", "true", "false", "True", "False"):
             raise InputError("command line", "progress", f"unknown value {self.progress!r}", "use auto, true or false")
 
@@ -81,6 +89,8 @@ def parse_args(argv: list[str]) -> PlanRequest:
             overrides.append(arg)
     if isinstance(options.get("progress"), bool):
         options["progress"] = str(options["progress"]).lower()
+    if "confidence" in options:
+        options["confidence"] = str(options["confidence"]).lower()
     for name in ("ray_address", "out_dir", "cache_dir", "deploy"):
         if options.get(name) is not None:
             options[name] = str(options[name])

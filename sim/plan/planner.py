@@ -1,5 +1,7 @@
 """One plan end to end: validate the request, search (each configuration with its N+1 failure run when redundancy
-is asked: sim/plan/redundancy.py), rank, write the plan folder."""
+is asked: sim/plan/redundancy.py) at the plan's confidence and at the point estimate (sim/plan/confidence.py),
+check the choice on more traffic seeds (sim/plan/seeds.py), price each month from the traffic curve
+(sim/plan/month.py), rank, write the plan folder."""
 from __future__ import annotations
 
 import signal
@@ -17,9 +19,12 @@ from sim.plan.evaluate import Evaluator
 from sim.plan.executors import make_executor
 from sim.plan.options import PlanRequest
 from sim.plan.output import run_dirs, write_plan_folder
+from sim.plan.confidence import Bands, parse_confidence
+from sim.plan.month import monthly_from_curve
 from sim.plan.redundancy import failure_overrides, redundant_pools
-from sim.plan.result import plan_json, rank
-from sim.plan.search import run_search
+from sim.plan.result import choose, choose_point, plan_json, rank
+from sim.plan.search import pool_is_fixed, run_search
+from sim.plan.seeds import SeedRunner, choose_over_seeds
 from sim.plan.space import SearchSpace, parse_space
 
 
@@ -91,9 +96,22 @@ def plan(request: PlanRequest, command: str) -> tuple[dict, Path]:
     executor = make_executor(opts.ray_address, opts.jobs)
     progress = PlanProgress(str(opts.progress))
     evaluator = Evaluator(tuple(base), RunCache(Path(opts.cache_dir)), executor, opts.cache, progress, companion)
+    bands = Bands.load(parse_confidence(opts.confidence))
+    seeds = SeedRunner(evaluator, opts.seeds, bands)
+    passed_over: set[int] = set()
     interrupted = None
     try:
-        outcomes, notes = run_search(space, evaluator, executor.workers)
+        outcomes, notes = run_search(space, evaluator, executor.workers, bands)
+        if bands is not None:   # the point-estimate choice too (memoised: only what is new is simulated)
+            outcomes, more = run_search(space, evaluator, executor.workers, None)
+            notes += [n for n in more if n not in notes]
+        if opts.seeds > 1:
+            rows = rank(outcomes, opts.objective, bands)
+            passed_over, seed_notes = choose_over_seeds(rows, seeds, choose)
+            notes += seed_notes
+            point = choose_point(rows)
+            if point is not None:
+                seeds.check(point.outcome)
     except KeyboardInterrupt as stop:   # keep every configuration that finished; the cache resumes the rest
         interrupted = stop
         outcomes = sorted((o for o in evaluator.outcomes.values() if o.summary is not None or o.status == "invalid"),
@@ -106,13 +124,15 @@ def plan(request: PlanRequest, command: str) -> tuple[dict, Path]:
     runs = [*outcomes, *(o.failure_run for o in outcomes if o.failure_run is not None)]
     jobs = {"configurations": len(outcomes), "simulated": evaluator.simulated,
             "cached": sum(o.cached for o in runs), "invalid": sum(o.status == "invalid" for o in outcomes),
-            "runs_per_configuration": 2 if companion else 1,
+            "runs_per_configuration": 2 if companion else 1, "seed_runs_simulated": seeds.simulated,
             "search_space_size": space.size, "backend": executor.backend, "workers": executor.workers,
             "wall_time_s": time.perf_counter() - started}
     doc = plan_json(scenario=scenario, command=command, created=created.isoformat(timespec="seconds"),
                     objective=opts.objective, base=base, dimensions=[d.describe() for d in space.dimensions],
-                    rows=rank(outcomes, opts.objective), jobs=jobs, notes=notes, run_dirs=run_dirs(outcomes),
-                    status="interrupted" if interrupted is not None else "completed")
+                    rows=rank(outcomes, opts.objective, bands), jobs=jobs, notes=notes, run_dirs=run_dirs(outcomes),
+                    status="interrupted" if interrupted is not None else "completed", bands=bands,
+                    months=months_from_curve(outcomes, notes), seeds=seeds.checked, passed_over=passed_over,
+                    seeds_asked=opts.seeds)
     if defaulted and scenario in SCENARIO_DEFAULTS:
         doc["notes"].insert(0, f"no search.* argument: the documented default for {scenario} "
                                f"({' '.join(SCENARIO_DEFAULTS[scenario]['search'])} with "
@@ -131,6 +151,21 @@ def plan(request: PlanRequest, command: str) -> tuple[dict, Path]:
     if interrupted is not None:
         raise PlanInterrupted(signum_of(interrupted), path, len(outcomes))
     return doc, path
+
+
+def months_from_curve(outcomes, notes: list[str]) -> dict[int, dict]:
+    """Each completed configuration's month from the traffic curve (sim/plan/month.py), by id; a run whose
+    folder cannot be read keeps the window x 730 h projection, with a note."""
+    months = {}
+    for o in outcomes:
+        if o.status != "completed" or o.run_dir is None or not o.summary:
+            continue
+        fixed = {p for p in o.config["scenario"]["pools"] if pool_is_fixed(o.config, p)}
+        try:
+            months[o.id] = monthly_from_curve(o.config, o.summary, o.run_dir, fixed)
+        except (OSError, KeyError, ValueError, InputError) as err:
+            notes.append(f"#{o.id}: month not priced from the traffic curve ({err}); the window x 730 h stays")
+    return months
 
 
 class PlanInterrupted(Interrupted):

@@ -14,7 +14,7 @@ the second run's figures are shown beside it (plan.json `n_plus_1`).
 from __future__ import annotations
 
 from sim.plan.evaluate import Outcome
-from sim.plan.slo import meets_slos
+from sim.plan.slo import meets_at_confidence
 
 N_PLUS_1 = "n+1"
 FAILURE = "[{at_s:peak,instances:1,repair_s:cold_start}]"
@@ -32,11 +32,11 @@ def redundant_pools(companion: tuple[str, ...]) -> list[str]:
     return [arg.split(".")[2] for arg in companion]
 
 
-def run_meets(out: Outcome | None) -> bool:
-    """One run completed and met every SLO."""
-    return out is not None and out.status == "completed" and meets_slos(out.summary)
+def run_meets(out: Outcome | None, bands=None) -> bool:
+    """One run completed and met every SLO (at the confidence of `bands`, confidence.Bands; None: point estimate)."""
+    return out is not None and out.status == "completed" and meets_at_confidence(out.summary, out.config, bands)
 
 
-def passes(out: Outcome) -> bool:
+def passes(out: Outcome, bands=None) -> bool:
     """The configuration meets every SLO: as it is, and with its N+1 failure when one is simulated."""
-    return run_meets(out) and (out.failure_run is None or run_meets(out.failure_run))
+    return run_meets(out, bands) and (out.failure_run is None or run_meets(out.failure_run, bands))

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from sim.plan.evaluate import Outcome
 from sim.plan.redundancy import passes, run_meets
+from sim.plan.month import basis_words
 from sim.plan.slo import slo_checks
 from sim.sweep import parse_overrides
 
@@ -30,16 +31,19 @@ class Row:
 
     outcome: Outcome
     objective: float | None
-    meets: bool
+    meets: bool                  # the plan's criterion: every SLO at its confidence (with the N+1 run if asked)
+    meets_point: bool = False    # every SLO at the point estimate
 
     @property
     def id(self) -> int:
         return self.outcome.id
 
 
-def rank(outcomes: list[Outcome], objective: str) -> list[Row]:
-    """Rows by objective, cheapest first; equal costs by P99 TTFT, then id; configurations without a cost last."""
-    rows = [Row(o, _metric(o.summary, objective) if o.status == "completed" else None, passes(o)) for o in outcomes]
+def rank(outcomes: list[Outcome], objective: str, bands=None) -> list[Row]:
+    """Rows by objective, cheapest first; equal costs by P99 TTFT, then id; configurations without a cost last.
+    `bands` (confidence.Bands): a row meets when every latency within its band meets; None: the point estimate."""
+    rows = [Row(o, _metric(o.summary, objective) if o.status == "completed" else None, passes(o, bands), passes(o))
+            for o in outcomes]
 
     def key(r: Row):
         ttft = _metric(r.outcome.summary, "ttft_p99_s")
@@ -47,14 +51,20 @@ def rank(outcomes: list[Outcome], objective: str) -> list[Row]:
     return sorted(rows, key=key)
 
 
-def choose(rows: list[Row]) -> tuple[Row | None, Row | None]:
-    """(cheapest row meeting every SLO, the most expensive failing row cheaper than it). Without a passing row:
-    (None, None)."""
+def choose(rows: list[Row], exclude=frozenset()) -> tuple[Row | None, Row | None]:
+    """(cheapest row meeting every SLO, the most expensive failing row cheaper than it); rows in `exclude` (ids
+    passed over on the seeds) count as neither. Without a passing row: (None, None)."""
+    rows = [r for r in rows if r.id not in exclude]
     chosen = next((r for r in rows if r.meets and r.objective is not None), None)
     if chosen is None:
         return None, None
     cheaper = [r for r in rows if not r.meets and r.objective is not None and r.objective < chosen.objective]
     return chosen, (cheaper[-1] if cheaper else None)
+
+
+def choose_point(rows: list[Row]) -> Row | None:
+    """The cheapest row meeting every SLO at the point estimate."""
+    return next((r for r in rows if r.meets_point and r.objective is not None), None)
 
 
 def pareto_ids(rows: list[Row], latency: str) -> list[int]:
@@ -79,18 +89,20 @@ def _fleet(summary: dict | None) -> dict:
             for name, p in pools.items()}
 
 
-def _failure_run(o: Outcome | None, run_dir: str) -> dict | None:
+def _failure_run(o: Outcome | None, run_dir: str, bands=None) -> dict | None:
     """A configuration's N+1 run (sim/plan/redundancy.py) as plan.json shows it; None without one."""
     if o is None:
         return None
     s = o.summary
-    checks = slo_checks(s) if s else []
-    return {"override_args": list(o.overrides), "status": o.status, "meets_slos": run_meets(o),
+    checks = slo_checks(s, o.config, bands) if s else []
+    return {"override_args": list(o.overrides), "status": o.status, "meets_slos": run_meets(o, bands),
+            "meets_at_point_estimate": run_meets(o),
             "usd": _metric(s, "usd"), "ttft_p99_s": _metric(s, "ttft_p99_s"), "tpot_p99_s": _metric(s, "tpot_p99_s"),
             "served_fraction": ((s or {}).get("slo") or {}).get("served"),
             "failures": ((s or {}).get("failures") or {}).get("pools"),
             "requests_failed_over": ((s or {}).get("failures") or {}).get("requests_failed_over"),
-            "slos": [c.to_json() for c in checks], "failed_slos": [c.to_json() for c in checks if not c.met],
+            "slos": [c.to_json() for c in checks],
+            "failed_slos": [c.to_json() for c in checks if not c.met_at_confidence],
             "run_dir": run_dir if o.run_dir is not None else "", "config_hash": o.key, "cached": o.cached,
             "error": o.error}
 
@@ -131,21 +143,33 @@ def failure_run_dir(config_id: int) -> str:
     return f"jobs/{config_id}_n_plus_1"
 
 
-def entry(row: Row, run_dirs: dict[int, str]) -> dict:
-    """A configuration as it appears in plan.json."""
+def usd_per_hour(summary: dict | None) -> float | None:
+    """The simulated window's bill per hour (its cost over its simulated span)."""
+    usd, dur = _metric(summary, "usd"), (summary or {}).get("simulated_duration_s")
+    return None if usd is None or not dur else usd / dur * 3600.0
+
+
+def entry(row: Row, run_dirs: dict[int, str], bands=None, month: dict | None = None,
+          seeds: dict | None = None) -> dict:
+    """A configuration as it appears in plan.json. `month`: its month from the traffic curve (month.py), which
+    becomes `usd_per_month_projected`; without one the window's rate x 730 h stays (labelled in the basis)."""
     o = row.outcome
     s = o.summary
-    checks = slo_checks(s) if s else []
-    n1 = _failure_run(o.failure_run, failure_run_dir(o.id))
-    # Failed checks of both runs; the N+1 run's marked `"run": "n+1"` (the console says "with one instance failed").
-    failed = [c.to_json() for c in checks if not c.met] + [{**c, "run": "n+1"} for c in (n1 or {}).get("failed_slos", [])]
+    checks = slo_checks(s, o.config, bands) if s else []
+    n1 = _failure_run(o.failure_run, failure_run_dir(o.id), bands)
+    # Failed checks of both runs (at the plan's confidence); the N+1 run's marked `"run": "n+1"`.
+    failed = ([c.to_json() for c in checks if not c.met_at_confidence]
+              + [{**c, "run": "n+1"} for c in (n1 or {}).get("failed_slos", [])])
+    projected = month["usd_per_month"] if month else monthly_usd(s)
     return {
         "id": o.id, "overrides": parse_overrides(list(o.overrides)), "override_args": list(o.overrides),
-        "status": o.status, "meets_slos": row.meets, "objective": row.objective,
+        "status": o.status, "meets_slos": row.meets, "meets_at_confidence": row.meets,
+        "meets_at_point_estimate": row.meets_point, "objective": row.objective,
         "usd": _metric(s, "usd"), "usd_per_million_output_tokens": _metric(s, "usd_per_million_output_tokens"),
-        "node_hours": _metric(s, "node_hours"),
-        "simulated_duration_s": (s or {}).get("simulated_duration_s"), "usd_per_month_projected": monthly_usd(s),
-        "usd_per_month_basis": monthly_basis(s),
+        "node_hours": _metric(s, "node_hours"), "usd_per_hour": usd_per_hour(s),
+        "simulated_duration_s": (s or {}).get("simulated_duration_s"), "usd_per_month_projected": projected,
+        "usd_per_month_basis": basis_words(month) if month else monthly_basis(s),
+        "usd_per_month_if_window_ran_all_month": monthly_usd(s), "month": month, "seeds": seeds,
         "ttft_p99_s": _metric(s, "ttft_p99_s"), "tpot_p99_s": _metric(s, "tpot_p99_s"),
         "served_fraction": ((s or {}).get("slo") or {}).get("served"),
         "fleet": _fleet(s), "slos": [c.to_json() for c in checks],
@@ -154,15 +178,42 @@ def entry(row: Row, run_dirs: dict[int, str]) -> dict:
     }
 
 
+def confidence_cost(chosen: dict | None, point: dict | None) -> tuple[float | None, float | None]:
+    """($/h, $/month) the confidence costs: the chosen configuration's minus the point-estimate choice's ($/h: the
+    simulated window's bill per hour; $/month: from the traffic curve)."""
+    if not chosen or not point:
+        return None, None
+    per_h = (None if chosen["usd_per_hour"] is None or point["usd_per_hour"] is None
+             else chosen["usd_per_hour"] - point["usd_per_hour"])
+    a, b = chosen.get("usd_per_month_projected"), point.get("usd_per_month_projected")
+    return per_h, (None if a is None or b is None else a - b)
+
+
 def plan_json(*, scenario: str, command: str, created: str, objective: str, base: list[str], dimensions: list[dict],
               rows: list[Row], jobs: dict, notes: list[str], run_dirs: dict[int, str],
-              status: str = "completed") -> dict:
-    chosen, cheaper = choose(rows)
-    entries = {r.id: entry(r, run_dirs) for r in rows}
+              status: str = "completed", bands=None, months: dict[int, dict] | None = None,
+              seeds: dict[int, dict] | None = None, passed_over: frozenset[int] | set[int] = frozenset(),
+              seeds_asked: int = 1) -> dict:
+    """plan.json. `bands`: the confidence (None: point estimate); `months` and `seeds` by configuration id;
+    `passed_over`: ids that met on the base seed but not on the others (seeds.py)."""
+    chosen, cheaper = choose(rows, passed_over)
+    point = choose_point(rows)
+    months, seeds = months or {}, seeds or {}
+    entries = {r.id: entry(r, run_dirs, bands, months.get(r.id), seeds.get(r.id)) for r in rows}
+    c_doc = entries[chosen.id] if chosen else None
+    p_doc = entries[point.id] if point else None
+    per_h, per_month = confidence_cost(c_doc, p_doc)
     return {
         "schema": SCHEMA, "status": status, "scenario": scenario, "created": created, "command": command,
         "objective": objective, "base_overrides": base, "search": dimensions, "jobs": jobs,
-        "chosen": entries[chosen.id] if chosen else None,
+        "confidence": None if bands is None else {
+            "level": bands.confidence, "source": "sim/validate/data/silicon_error_bands.json",
+            "applied": "latency x max(1, the level's quantile of measured/simulated of the nearest partition)",
+            "assumption": "the matrix compares medians; applying its ratio to a P99 is an assumption"},
+        "chosen": c_doc,
+        "point_estimate_choice": p_doc,
+        "confidence_cost_usd_per_hour": per_h, "confidence_cost_usd_per_month": per_month,
+        "seeds": {"count": seeds_asked, "passed_over": sorted(passed_over)},
         "next_cheaper_failing": entries[cheaper.id] if cheaper else None,
         "frontier": {lat: pareto_ids(rows, lat) for lat in LATENCIES},
         "configurations": [entries[r.id] for r in rows],

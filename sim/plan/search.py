@@ -72,8 +72,10 @@ class LineSearch:
         self.done = self.lo >= self.hi
 
 
-def run_search(space: SearchSpace, evaluator: Evaluator, workers: int) -> tuple[list[Outcome], list[str]]:
-    """Search every line; returns every outcome (in evaluation order) and notes for the plan."""
+def run_search(space: SearchSpace, evaluator: Evaluator, workers: int, bands=None) -> tuple[list[Outcome], list[str]]:
+    """Search every line for the fewest instances that pass at the confidence of `bands` (confidence.Bands; None:
+    the point estimate); returns every outcome the evaluator holds (in evaluation order) and notes for the plan.
+    Run it once per criterion: the evaluator's memo makes the second search simulate only what is new."""
     searches = [LineSearch(line) for line in space.lines()]
     notes: list[str] = []
     while True:
@@ -85,7 +87,7 @@ def run_search(space: SearchSpace, evaluator: Evaluator, workers: int) -> tuple[
         outcomes = evaluator.evaluate([s.line.overrides(i) for s, i in plan])
         per_line: dict[int, dict[int, bool]] = {}
         for (s, i), out in zip(plan, outcomes):
-            per_line.setdefault(id(s), {})[i] = passes(out)  # (with its N+1 failure run, when asked)
+            per_line.setdefault(id(s), {})[i] = passes(out, bands)  # (with its N+1 failure run, when asked)
             if s.line.count is not None and not s.seen and out.config:
                 s.monotone = pool_is_fixed(out.config, s.line.count.pool)
         for s in open_:

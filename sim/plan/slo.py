@@ -4,11 +4,15 @@ each with its target, what was achieved and the margin.
 The verdicts are the simulator's own (`slo.classes.<class>.met`, `slo.met`); a configuration meets the SLOs when
 every one is true. **Margin** is the slack before the check would fail, positive when met: `target - achieved` for
 latencies (s), `achieved - target` for the served fraction; `margin_pct` is the margin over the target, in percent.
+
+At a confidence (sim/plan/confidence.py) a latency check also carries its error band: `achieved_at_confidence` =
+achieved x the band's factor (>= 1), met at confidence when the simulator's verdict is met and that figure is
+within the target. The served fraction has no band (the matrix measures latencies only).
 """
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -19,6 +23,18 @@ class SloCheck:
     achieved: float | None    # None when nothing was measured (no request completed)
     unit: str                 # "s" or "fraction"
     met: bool
+    band: dict | None = None  # the error band at the plan's confidence (confidence.Band.to_json()); None: none
+
+    @property
+    def achieved_at_confidence(self) -> float | None:
+        if self.achieved is None or self.band is None:
+            return self.achieved
+        return self.achieved * float(self.band["factor"])
+
+    @property
+    def met_at_confidence(self) -> bool:
+        a = self.achieved_at_confidence
+        return self.met and (self.band is None or (a is not None and a <= self.target))
 
     @property
     def margin(self) -> float | None:
@@ -34,7 +50,11 @@ class SloCheck:
     def to_json(self) -> dict:
         d = asdict(self)
         d["class"] = d.pop("request_class")
-        return {**d, "margin": self.margin, "margin_pct": self.margin_pct}
+        a = self.achieved_at_confidence
+        at = None if a is None or not self.target else 100.0 * (self.target - a) / self.target
+        return {**d, "margin": self.margin, "margin_pct": self.margin_pct, "achieved_at_confidence": a,
+                "margin_at_confidence_pct": at if self.band is not None else self.margin_pct,
+                "met_at_confidence": self.met_at_confidence}
 
     def describe(self) -> str:
         """e.g. `default ttft_p99 4.9 s vs target 1 s (-3.9 s, -390%)`."""
@@ -61,8 +81,20 @@ def _num(x) -> float | None:
     return v if math.isfinite(v) else None
 
 
-def slo_checks(summary: dict) -> list[SloCheck]:
-    """Every SLO check of a run: per class TTFT P99, TPOT P99, served fraction; then the fleet's served fraction."""
+def slo_checks(summary: dict, config: dict | None = None, bands=None) -> list[SloCheck]:
+    """Every SLO check of a run: per class TTFT P99, TPOT P99, served fraction; then the fleet's served fraction.
+    With `bands` (confidence.Bands) and the run's resolved `config`, each latency check carries its band."""
+    checks = _checks(summary)
+    if bands is None or not config:
+        return checks
+    out = []
+    for c in checks:
+        band = bands.for_check(config, c.request_class, c.name)
+        out.append(c if band is None else replace(c, band=band.to_json()))
+    return out
+
+
+def _checks(summary: dict) -> list[SloCheck]:
     slo = summary.get("slo") or {}
     served_target = float(slo.get("served_fraction", 1.0))
     checks = []
@@ -96,3 +128,10 @@ def meets_slos(summary: dict | None) -> bool:
     for c in (slo.get("classes") or {}).values():
         verdicts += list((c.get("met") or {}).values())
     return bool(verdicts) and all(bool(v) for v in verdicts)
+
+
+def meets_at_confidence(summary: dict | None, config: dict | None, bands) -> bool:
+    """`meets_slos`, and every latency check within its target after its band (the point estimate without bands)."""
+    if not meets_slos(summary):
+        return False
+    return bands is None or all(c.met_at_confidence for c in slo_checks(summary, config, bands))
