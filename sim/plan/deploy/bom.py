@@ -1,8 +1,12 @@
 """The bill of materials of the chosen fleet: devices by type, nodes, $/h at the simulated starting size and at its
-peak, and a monthly figure from what the simulated run billed (instance-hours over its simulated duration).
+peak, and the monthly cost.
 
-The month is 730 h. A run that covers less than a day is not a day's traffic curve: its monthly figure is what
-that window's fleet would cost if it (and its traffic) ran all month, and the file says so beside the number.
+The month is 730 h. From a plan, it is priced from the scenario's traffic curve (sim/plan/month.py: each pool's
+instances per hour follow the day's demand; plan.json `chosen.month`), with its assumptions beside the number.
+The simulated run's bill scaled to 730 h stays only as a labelled line, `if_the_window_ran_all_month`: a run that
+covers less than a day is not a day's traffic curve, so that figure is what the window's fleet would cost if it
+(and its traffic) ran all month. Without a plan's month (the files built from a run alone) that line is the
+monthly figure, with the same caveat.
 """
 from __future__ import annotations
 
@@ -72,7 +76,22 @@ def monthly(summary: dict | None, fleet_usd_per_hour_start: float, fleet_usd_per
     return out
 
 
-def bill_of_materials(pools: list[PoolServing], summary: dict | None) -> dict:
+def curve_monthly(month: dict, window: dict) -> dict:
+    """The monthly figures from a plan's month (sim/plan/month.py), the window x 730 h line labelled beside."""
+    from sim.plan.month import basis_words
+
+    return {"usd_per_month": month["usd_per_month"], "usd_per_hour_average": month["usd_per_hour_average"],
+            "basis": "from the traffic curve: " + basis_words(month), "assumptions": month["assumptions"],
+            "traffic": month["traffic"],
+            "pools": {n: {k: p[k] for k in ("instances_by_hour", "instance_hours_per_day", "usd_per_instance_hour",
+                                            "pricing", "usd_per_month", "capacity_per_instance_per_s", "fixed")}
+                      for n, p in month["pools"].items()},
+            "hours_per_month": window["hours_per_month"],
+            "if_the_window_ran_all_month": {k: v for k, v in window.items() if k != "hours_per_month"}}
+
+
+def bill_of_materials(pools: list[PoolServing], summary: dict | None, month: dict | None = None) -> dict:
+    """The BOM; `month`: the plan's month from the traffic curve (None: the run's bill x 730 h, with its caveat)."""
     sim_pools = (summary or {}).get("pools") or {}
     per_pool = {s.name: pool_bom(s, sim_pools.get(s.name)) for s in pools}
     devices: dict[str, dict[str, int]] = {}
@@ -95,5 +114,5 @@ def bill_of_materials(pools: list[PoolServing], summary: dict | None) -> dict:
                   "nodes": {k: sum(b["nodes"][k] for b in per_pool.values())
                             for k in ("start", "simulated_peak", "max")},
                   "usd_per_hour": {"start": start, "simulated_peak": peak}},
-        "monthly": monthly(summary, start, peak),
+        "monthly": curve_monthly(month, monthly(summary, start, peak)) if month else monthly(summary, start, peak),
     }

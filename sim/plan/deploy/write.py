@@ -57,9 +57,9 @@ def reproduces(plan: dict, plan_path: Path) -> str:
 
 
 def deployment_files(run, summary: dict | None, pool_rows: dict[str, list[dict]] | None,
-                     provenance: str) -> dict[str, str]:
+                     provenance: str, month: dict | None = None) -> dict[str, str]:
     """Relative path -> text of every file, for a validated `RunConfig` and (optionally) its simulated run's
-    `summary.json` and `pools.parquet` rows by pool."""
+    `summary.json`, `pools.parquet` rows by pool and the plan's month from the traffic curve (`month`)."""
     sim_pools = (summary or {}).get("pools") or {}
     pools = [pool_serving(run, name, sim_pools.get(name, {}).get("usd_per_instance_hour")) for name in run.pools]
     header = f"Reproduces the simulated {provenance}"
@@ -91,12 +91,18 @@ def deployment_files(run, summary: dict | None, pool_rows: dict[str, list[dict]]
                    f"{s.min_instances}..{s.max_instances} instances",
                    *(f"- NOTE: {n}" for n in lc.notes), ""]
     files["gateway.yaml"] = _yaml([gateway_settings(run, ports)], header + "\n" + GATEWAY_HEADER)
-    bom = bill_of_materials(pools, summary)
+    bom = bill_of_materials(pools, summary, month)
     files["bom.yaml"] = _yaml([bom], header + "\n" + (bom_module.__doc__ or "").strip())
     month = bom["monthly"]
     readme += ["## Cost", "", f"- fleet $/h at the starting size: {bom['fleet']['usd_per_hour']['start']:,.2f}; "
                f"at the simulated peak: {bom['fleet']['usd_per_hour']['simulated_peak']:,.2f}"]
-    if "usd_from_simulated_run" in month:
+    if "usd_per_month" in month:
+        readme.append(f"- monthly: ${month['usd_per_month']:,.0f} ({month['basis']}; assumptions in bom.yaml)")
+        month = month["if_the_window_ran_all_month"]
+        if "usd_from_simulated_run" in month:
+            readme.append(f"- if the simulated window ran all month: ${month['usd_from_simulated_run']:,.0f} "
+                          f"({month['basis']}; not the month)")
+    elif "usd_from_simulated_run" in month:
         readme.append(f"- monthly: ${month['usd_from_simulated_run']:,.0f} ({month['basis']})")
     if "caveat" in month:
         readme.append(f"- CAVEAT: {month['caveat']}")
@@ -130,7 +136,8 @@ def write_deployment(plan: dict, plan_path, out_dir) -> list[Path]:
         from sim.results.read import try_summary
         found = try_summary(run_dir)
         summary = None if found is None else dict(found)
-    files = deployment_files(run, summary, _pool_rows(run_dir) if run_dir else None, reproduces(plan, plan_path))
+    files = deployment_files(run, summary, _pool_rows(run_dir) if run_dir else None, reproduces(plan, plan_path),
+                             c.get("month"))
     out = Path(out_dir)
     written = []
     for rel, text in files.items():

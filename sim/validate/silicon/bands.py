@@ -132,11 +132,26 @@ def read_rows(source: Path) -> tuple[Path, list[dict]]:
         return path, list(csv.DictReader(fh))
 
 
+def matrix_source(path: Path) -> dict:
+    """What the matrix ran: its table (file name) and options, from the `matrix.json` beside `rows.csv`."""
+    doc_path = path.parent / "matrix.json"
+    if not doc_path.is_file():
+        return {"rows_csv": path.name}
+    doc = json.loads(doc_path.read_text())
+    opts = doc.get("options") or {}
+    table = Path(str((doc.get("source") or {}).get("path", ""))).name
+    return {"rows_csv": path.name, "table": table, "table_rows": (doc.get("source") or {}).get("rows"),
+            "systems": opts.get("systems"), "rounds": opts.get("rounds"), "limit": opts.get("limit"),
+            "ids": len(opts.get("ids") or []) or None,
+            "matrix_command": "python -m sim.validate.silicon" + (
+                f" systems={','.join(opts['systems'])}" if opts.get("systems") else "")}
+
+
 def bands_doc(path: Path, records: list[dict], command: str) -> dict:
     partitions = distill(records)
     if key(ANY, ANY, ANY) not in partitions:
         raise InputError(path, "rows", f"fewer than {MIN_ROWS} simulated rows", "run a larger matrix")
-    return {"schema": SCHEMA, "source": str(path), "command": command, "statistic": STATISTIC,
+    return {"schema": SCHEMA, "source": matrix_source(path), "command": command, "statistic": STATISTIC,
             "ratio": "measured / simulated (above 1: the simulator predicted faster than the server ran)",
             "quantiles": [f"{q:g}" for q in QUANTILES], "min_rows": MIN_ROWS,
             "key": "engine/hardware class/model family, * = any (sim/validate/silicon/bands.py)",
@@ -156,7 +171,8 @@ def main(argv: list[str]) -> int:
                 raise InputError("command line", arg, "unknown option", "use out=<file>")
             out = Path(v)
         path, records = read_rows(source)
-        doc = bands_doc(path, records, " ".join(["python", "-m", "sim.validate.silicon.bands", *argv]))
+        doc = bands_doc(path, records, " ".join(["python", "-m", "sim.validate.silicon.bands", "<matrix dir>",
+                                                 *argv[1:]]))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"{len(doc['partitions'])} partitions from {doc['simulated_rows']} simulated rows -> {out}")
