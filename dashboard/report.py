@@ -132,7 +132,8 @@ def plan_answer_sections(plan: dict) -> list[str]:
             ("fleet (instances at the start)", fleet or "-"),
             ("cost of the simulated window (USD)", "-" if chosen.get("usd") is None else f"{chosen['usd']:,.2f}"),
             ("simulated window (s)", chosen.get("simulated_duration_s")),
-            ("monthly projection (USD, the window's rate for 730 h)", "-" if month is None else f"{month:,.0f}"),
+            (f"monthly projection (USD, {chosen.get('usd_per_month_basis') or 'the window rate for 730 h'})",
+             "-" if month is None else f"{month:,.0f}"),
             *[(f"margin: {c.get('class', '')} {c.get('name', '')}", _check_text(c)) for c in chosen.get("slos", [])]]))
     if cheaper:
         body.append(f"<p><b>Next cheaper, fails:</b> {hk.esc(_config_name(cheaper))} "

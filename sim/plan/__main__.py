@@ -9,7 +9,11 @@ objective=usd|usd_per_million_output_tokens|node_hours, progress=auto|true|false
 fewest prefill/decode units per window of a day, `python -m sim.plan scenario=deepseek_v3_day mode=day`),
 check=true (the gate), redundancy=n+1 (every pool must also meet the SLOs with one instance failed at the
 traffic's peak: sim/plan/redundancy.py), deploy=<folder> (the chosen configuration as engine launch commands,
-Kubernetes objects, autoscaler, gateway settings and a bill of materials: sim/plan/deploy). See docs/planning.md.
+Kubernetes objects, autoscaler, gateway settings and a bill of materials: sim/plan/deploy), confidence=0.9 (every
+latency x its error band from the validation matrix at this level, 0.5/0.8/0.9/0.95; 0 or none: the point
+estimate; the point-estimate choice and the difference's cost are shown beside: sim/plan/confidence.py), seeds=3
+(the choice re-simulated on this many traffic seeds, the spread reported; 1: off: sim/plan/seeds.py). The month
+is priced from the scenario's traffic curve (sim/plan/month.py). See docs/planning.md.
 The first line printed is the verdict: PASS, or FAIL: <what the cheapest configuration misses>.
 Exit status: 0 when a configuration meets the SLOs, 1 when none does (with or without check=true), 2 for bad input
 (one line on stderr), 130/143 on SIGINT/SIGTERM (what finished is written, `plan.json` `status: interrupted`; the

@@ -51,7 +51,8 @@ class PlanOptions:
             raise InputError("command line", "redundancy", f"unknown redundancy {self.redundancy!r}",
                              "use redundancy=n+1 or redundancy=none")
         if self.seeds < 1:
-            raise InputError("command line", "seeds", f"must be >= 1, got {self.seeds}", "use seeds=3, or seeds=1 (off)")
+            raise InputError("command line", "seeds", f"must be >= 1, got {self.seeds}",
+                             "use seeds=3, or seeds=1 (off)")
         parse_confidence(self.confidence)
         if str(self.progress) not in ("auto", "true", "false", "True", "False"):
             raise InputError("command line", "progress", f"unknown value {self.progress!r}", "use auto, true or false")

@@ -47,7 +47,8 @@ def spread(runs: list[tuple[int, Outcome]], bands) -> dict:
                 per_check.setdefault(name, []).append(c.achieved)
         done = o.status == "completed"
         out_runs.append({"seed": seed, "status": o.status, "meets": done and passes(o, bands),
-                         "meets_at_point_estimate": done and passes(o), "usd": ((o.summary or {}).get("cost") or {}).get("usd"),
+                         "meets_at_point_estimate": done and passes(o),
+                         "usd": ((o.summary or {}).get("cost") or {}).get("usd"),
                          "failed": [f"{c.request_class} {c.name}" for c in checks if not c.met_at_confidence],
                          "run_dir": str(o.run_dir or ""), "config_hash": o.key, "cached": o.cached,
                          "error": o.error})
