@@ -78,17 +78,20 @@ def _check_phrases(c: dict) -> list[str]:
 
 def _seed_lines(seeds: dict, point: bool = False) -> list[list[str]]:
     """A configuration's seed runs: the verdict per seed (at the plan's confidence; `point`: at the point
-    estimate), then per latency check its spread."""
+    estimate), then per class the spread of its latency P99s (served fractions: plan.json `seeds.spread`)."""
     meets = "meets_at_point_estimate" if point else "meets"
     verdicts = ", ".join(f"{r['seed']} {'met' if r[meets] else 'missed'}" for r in seeds["runs"])
     head = ["seeds" + (" (at the point estimate):" if point else ":"), f"{verdicts}",
             "· every seed meets" if all(r[meets] for r in seeds["runs"]) else "· FAILS ON A SEED"]
-    lines = [head]
+    by_class: dict[str, list[str]] = {}
     for name, v in seeds["spread"].items():
-        if not name.endswith("served_fraction"):   # (served fractions: plan.json seeds.spread)
-            lines.append([f"spread {name}:", f"{v['min'] * 1e3:.1f} / {v['median'] * 1e3:.1f} / "
-                          f"{v['max'] * 1e3:.1f} ms", f"(min / median / max; target {v['target'] * 1e3:.0f} ms)"])
-    return lines
+        where, _, check = name.rpartition(" ")
+        if check != "served_fraction":
+            by_class.setdefault(where, []).append(
+                f"{check} {v['min'] * 1e3:.1f} / {v['median'] * 1e3:.1f} / {v['max'] * 1e3:.1f} ms"
+                f" (target {v['target'] * 1e3:,.0f} ms)")
+    return [head] + [[f"spread {where} (min / median / max):", *(f"{p}," for p in phrases[:-1]), phrases[-1]]
+                     for where, phrases in by_class.items()]
 
 
 def _month_lines(c: dict) -> list[list[str]]:

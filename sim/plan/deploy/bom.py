@@ -53,8 +53,9 @@ def pool_bom(s: PoolServing, simulated: dict | None) -> dict:
     return out
 
 
-def monthly(summary: dict | None, fleet_usd_per_hour_start: float, fleet_usd_per_hour_peak: float) -> dict:
-    """The monthly figures with their basis in words."""
+def monthly(summary: dict | None, fleet_usd_per_hour_start: float, fleet_usd_per_hour_peak: float,
+            curve: bool = False) -> dict:
+    """The monthly figures with their basis in words (`curve`: beside a month priced from the traffic curve)."""
     out = {"hours_per_month": HOURS_PER_MONTH,
            "usd_fleet_at_start_size_all_month": fleet_usd_per_hour_start * HOURS_PER_MONTH,
            "usd_fleet_at_simulated_peak_all_month": fleet_usd_per_hour_peak * HOURS_PER_MONTH}
@@ -71,8 +72,8 @@ def monthly(summary: dict | None, fleet_usd_per_hour_start: float, fleet_usd_per
         out["basis"] = (f"the run's ${usd:,.2f} over {dur:,.0f} s, scaled to 730 h")
         out["caveat"] = (f"the run covers a {duration_words(dur)} window, less than a day: this is what that "
                          "window's fleet would cost if it and its traffic ran all month. A peak window overstates "
-                         "a month that is mostly off-peak; an off-peak one understates it. Plan a whole day (or "
-                         "the scenario's daily curve) to price a month.")
+                         "a month that is mostly off-peak; an off-peak one understates it."
+                         + ("" if curve else " Plan a whole day (or the scenario's daily curve) to price a month."))
     return out
 
 
@@ -114,5 +115,6 @@ def bill_of_materials(pools: list[PoolServing], summary: dict | None, month: dic
                   "nodes": {k: sum(b["nodes"][k] for b in per_pool.values())
                             for k in ("start", "simulated_peak", "max")},
                   "usd_per_hour": {"start": start, "simulated_peak": peak}},
-        "monthly": curve_monthly(month, monthly(summary, start, peak)) if month else monthly(summary, start, peak),
+        "monthly": (curve_monthly(month, monthly(summary, start, peak, curve=True)) if month
+                    else monthly(summary, start, peak)),
     }
