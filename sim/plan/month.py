@@ -5,7 +5,7 @@ demand. The month follows the day's demand instead:
 
 1. **Demand per hour of the day, per request class** (requests/s, the busiest minute of each hour): a `daily`
    part's curve (its `curve`, scaled by `mean_rate_per_s`/`peak_rate_per_s` as the traffic scales it, with its
-   flash sales, placed on the day by `curve_start_s`); a part with a constant `rate_per_s` at that rate every hour;
+   flash sales, placed on the day by `curve_start_s`); a `poisson` or `gamma` part at its `rate_per_s` every hour;
    any other part (sessions, traces, closed loops) at the rate the simulated run saw for its class, every hour.
 2. **Each pool's share**: per class, the fraction of the run's requests the pool served (its route and spill-over
    as simulated).
@@ -21,7 +21,6 @@ demand. The month follows the day's demand instead:
 """
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +36,7 @@ HOURS_PER_DAY = 24
 HOURS_PER_MONTH = 730.0         # 365 x 24 / 12
 DAYS_PER_MONTH = HOURS_PER_MONTH / HOURS_PER_DAY   # 30.42
 MINUTE_S = 60.0
+CONSTANT_RATE_KINDS = ("poisson", "gamma")   # renewal processes at a constant `rate_per_s`
 WHERE = "scenario traffic (the month's curve)"
 
 
@@ -73,7 +73,7 @@ def class_demand(traffic: dict, observed_per_s: dict[str, float]) -> tuple[dict[
         if part.get("kind") == "daily":
             hours = hourly_peaks(_daily_rate(part))
             how.append(f"{name}: its daily curve ({hours.min():.3g}-{hours.max():.3g} req/s by hour)")
-        elif part.get("rate_per_s") is not None and part.get("kind") == "poisson":
+        elif part.get("rate_per_s") is not None and part.get("kind") in CONSTANT_RATE_KINDS:
             hours = np.full(HOURS_PER_DAY, float(part["rate_per_s"]))
             how.append(f"{name}: constant {float(part['rate_per_s']):.3g} req/s all day")
         else:
@@ -186,7 +186,3 @@ def basis_words(month: dict) -> str:
     pools = ", ".join(f"{n} {min(p['instances_by_hour'])}-{max(p['instances_by_hour'])}" for n, p in
                       month["pools"].items())
     return f"730 h: 30.42 days of the scenario's day, instances per hour following its demand: {pools} instances"
-
-
-def finite(x) -> float | None:
-    return float(x) if x is not None and math.isfinite(float(x)) else None
