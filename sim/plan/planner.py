@@ -14,13 +14,13 @@ from inferplan.interrupts import Interrupted, signals_deferred, signum_of
 from sim.compose import compose_config
 from sim.config import load_run_config
 from sim.plan.cache import RunCache
+from sim.plan.confidence import Bands, parse_confidence
 from sim.plan.console import PlanProgress
 from sim.plan.evaluate import Evaluator
 from sim.plan.executors import make_executor
+from sim.plan.month import monthly_from_curve
 from sim.plan.options import PlanRequest
 from sim.plan.output import run_dirs, write_plan_folder
-from sim.plan.confidence import Bands, parse_confidence
-from sim.plan.month import monthly_from_curve
 from sim.plan.redundancy import failure_overrides, redundant_pools
 from sim.plan.result import choose, choose_point, plan_json, rank
 from sim.plan.search import pool_is_fixed, run_search

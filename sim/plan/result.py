@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sim.plan.evaluate import Outcome
-from sim.plan.redundancy import passes, run_meets
 from sim.plan.month import basis_words
+from sim.plan.redundancy import passes, run_meets
 from sim.plan.slo import slo_checks
 from sim.sweep import parse_overrides
 
