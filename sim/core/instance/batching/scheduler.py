@@ -91,6 +91,10 @@ class Scheduler:
             raise ValueError('"steady_runs" needs the plain rules (mixed, on_demand, recompute, one scheduler step, '
                              'no host work, overlap or CUDA graphs)')
         self.steady_runs = bool(steady_runs)
+        # An iteration is priced by its shape alone (no host work, graph padding or lagging finished requests),
+        # and its tokens reach the clients when computed, nothing kept after a finish.
+        self._priced_as_shaped = self.host_per_seq_s == 0.0 and not self.graph_sizes and self.overlap == OVERLAP_NONE
+        self._sent_when_computed = self.stream_each_step and self.overlap != OVERLAP_ALL
 
         self.waiting: deque[SimRequest] = deque()
         self.running: list[SimRequest] = []
@@ -162,6 +166,8 @@ class Scheduler:
         if steps > 1 and all(n == 1 for _, n in items):
             self._group = [r for r, _ in items]
             self._group_left = steps - 1
+        if self._priced_as_shaped:
+            return ScheduledBatch(items, self._load_s)
         return self._batch(items)
 
     def _grow_running(self, items: list[tuple[SimRequest, int]], steps: int) -> tuple[int, bool]:
@@ -328,6 +334,8 @@ class Scheduler:
     # -- after an iteration ----------------------------------------------------------------------------------
     def update_from_output(self, batch: ScheduledBatch, now: float) -> list[SimRequest]:
         """Tokens computed now; sent now, or with multi-step and `stream_each_step` false at the group's end."""
+        if self._sent_when_computed:
+            return advance(batch, now, self.kv, self.running)
         if self._lagging:
             self._release_lagging()
         lagging = self._lagging if self.overlap == OVERLAP_ALL else None
