@@ -239,3 +239,41 @@ def test_host_work_and_graph_padding_price_the_iteration():
     pol.running[:] = [decoding(kv, i, 4, 1) for i in range(3)]
     batch = pol.schedule(0.0)
     assert batch.host_s == pytest.approx(0.006) and batch.shape.decode_seqs == 4
+
+
+def test_a_second_tier_prefix_load_is_priced_into_the_admitting_iteration():
+    # The prefix [10, 11] was prefilled on another instance of the pool and sits in the shared second tier: the
+    # request admitted here skips 1,024 prompt tokens and loads them first, 2 x 512 tokens x 1,000 B / 1 GB/s.
+    from sim.core.instance.kv_cache import SharedKVTier
+    for build in (lambda kv: engine(kv, max_num_batched_tokens=4096), lambda kv: make_policy("continuous", kv, {})):
+        tier = SharedKVTier(1e12, 512 * 1000.0)
+        a, b = (BlockManager(8, 512, prefix_caching=True, hash_block_tokens=512, kv_bytes_per_token=1000.0,
+                             tier2_bandwidth_bytes_per_s=1e9, shared_tier=tier) for _ in range(2))
+        writer = SimRequest(0, 0.0, 1100, 2, prefix_hashes=[10, 11])
+        a.grow(writer, 1100)
+        a.publish(writer, writer.prefix_hashes, 1100)
+        pol = build(b)
+        pol.add_request(SimRequest(1, 0.0, 1600, 2, prefix_hashes=[10, 11, 12]), 0.0)
+        batch = pol.schedule(0.0)
+        assert ids(batch) == [(1, 1600 - 1024)] and batch.load_s == pytest.approx(2 * 512 * 1000 / 1e9)
+
+
+def test_decodes_reserve_the_speculative_lookahead_and_the_rest_of_a_group():
+    # Block of 1 token so that held blocks count KV slots. With 2 draft tokens, a decode grows by its token + 2;
+    # a prompt's last token (no output yet) by its token only; in a group of k = 3 steps a decode also reserves
+    # the 2 steps after this one.
+    kv = BlockManager(100, 1)
+    pol = engine(kv, chunked_prefill=True)
+    pol.lookahead_tokens = 2
+    dec = decoding(kv, 0, 4, 1)
+    last = SimRequest(1, 0.0, 4, 5)
+    last.num_computed_tokens = 3
+    kv.grow(last, 3)
+    pol.running[:] = [dec, last]
+    pol.schedule(0.0)
+    assert (kv.held(dec), kv.held(last)) == (4 + 1 + 2, 4)
+    grouped = engine(BlockManager(100, 1), num_scheduler_steps=3)
+    g = decoding(grouped.kv, 2, 4, 1)
+    grouped.running.append(g)
+    grouped.schedule(0.0)
+    assert grouped.kv.held(g) == 4 + 3
