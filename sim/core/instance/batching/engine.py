@@ -1,5 +1,5 @@
-"""The engine presets' scheduler (`EnginePreset.batching`, sim/core/instance/engine.py) is the one `Scheduler`
-(scheduler.py), built with all the preset's rules; this is its name there."""
+"""The engine presets' scheduler (`EnginePreset.batching`) is the one `Scheduler` (scheduler.py), built with all
+of the preset's rules; `EngineBatching` is its name there."""
 from __future__ import annotations
 
 from sim.core.instance.batching.scheduler import Scheduler

@@ -4,7 +4,7 @@ Every iteration: the running requests get their next tokens first (in admission 
 the blocks run out a victim is preempted and nothing new is admitted in that iteration), then requests are
 admitted from `waiting` first come, first served into the token budget and sequence slots left. Its rules are
 settings (rules.py): admission, preemption, iteration mix, chunked prefill, multi-step groups, host work and its
-overlap, CUDA-graph padding. An engine preset (sim/core/instance/engine.py) sets all of them; the `continuous` and
+overlap, CUDA-graph padding. An engine preset (`conf/engine/`) sets all of them; the `continuous` and
 `chunked_prefill` batching policies are presets of it (presets.py) with vLLM's default rules.
 
 * Chunked prefill (Sarathi; vLLM `enable_chunked_prefill`): a prompt that does not fit the budget left is split
@@ -91,8 +91,8 @@ class Scheduler:
             raise ValueError('"steady_runs" needs the plain rules (mixed, on_demand, recompute, one scheduler step, '
                              'no host work, overlap or CUDA graphs)')
         self.steady_runs = bool(steady_runs)
-        # An iteration is priced by its shape alone (no host work, graph padding or lagging finished requests),
-        # and its tokens reach the clients when computed, nothing kept after a finish.
+        # An iteration is priced by its members' shape alone (no host work, graph padding or lagging finished
+        # requests to add), and its tokens reach the clients when computed, no KV kept after a finish.
         self._priced_as_shaped = self.host_per_seq_s == 0.0 and not self.graph_sizes and self.overlap == OVERLAP_NONE
         self._sent_when_computed = self.stream_each_step and self.overlap != OVERLAP_ALL
 
