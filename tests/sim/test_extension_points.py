@@ -12,7 +12,7 @@ from sim.compose import compose_config
 from sim.config import load_run_config
 from sim.core.fleet.autoscaler import AUTOSCALERS
 from sim.core.instance.batching import POLICIES
-from sim.core.instance.batching.continuous import ContinuousBatching
+from sim.core.instance.batching.presets import CONTINUOUS
 from sim.core.router import ROUTERS
 from sim.simulate import simulate
 from tests.sim.helpers import poisson_workload
@@ -33,14 +33,13 @@ class LastInstanceRouter:
         return instances[-1]
 
 
-def TinyBatching(kv, *, token_budget: int = 8192) -> ContinuousBatching:
-    """Continuous batching with one sequence at a time (its effect: no two requests overlap on an instance). A
-    factory, not a subclass: this test module is not compiled, and an interpreted class cannot inherit a compiled
-    one (a real policy lives under sim/core/ and is compiled with its base)."""
-    return ContinuousBatching(kv, token_budget=token_budget, max_num_seqs=1)
+def TinyBatching(kv, *, token_budget: int = 8192):
+    """Continuous batching with one sequence at a time (its effect: no two requests overlap on an instance): a
+    factory over the `continuous` preset (a real policy lives under sim/core/ and is compiled with the core)."""
+    return CONTINUOUS(kv, token_budget=token_budget, max_num_seqs=1)
 
 
-TinyBatching.whole_prompt_limit = ContinuousBatching.whole_prompt_limit  # type: ignore[attr-defined]
+TinyBatching.whole_prompt_limit = CONTINUOUS.whole_prompt_limit  # type: ignore[attr-defined]
 
 
 class OneMoreScaler:

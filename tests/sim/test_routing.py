@@ -9,7 +9,7 @@ import simpy
 from scenarios.workload import Workload
 from sim.core.cluster import ARRIVAL_CHUNK
 from sim.core.cost.constant import SyntheticCostModel
-from sim.core.instance.batching.continuous import ContinuousBatching
+from sim.core.instance.batching.presets import CONTINUOUS
 from sim.core.instance.instance import Instance
 from sim.core.instance.kv_cache import BlockManager
 from sim.core.router import make_router
@@ -23,7 +23,7 @@ def _instances(outstanding: list[int]) -> list[Instance]:
     out = []
     for i, n in enumerate(outstanding):
         kv = BlockManager(1000, 16)
-        inst = Instance(env, "main", i, ContinuousBatching(kv), kv, SyntheticCostModel(0.01), on_finish=lambda r: None)
+        inst = Instance(env, "main", i, CONTINUOUS(kv), kv, SyntheticCostModel(0.01), on_finish=lambda r: None)
         inst.outstanding = n
         out.append(inst)
     return out

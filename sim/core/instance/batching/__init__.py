@@ -1,23 +1,27 @@
-"""Batching policies (key = yaml name in `conf/batching/`): `base.py` holds the protocol and the shared
-token-accounting step; one module per policy."""
+"""Batching policies (key = yaml name in `conf/batching/`). Read first: `scheduler.py`, the one iteration-level
+scheduler whose rules (`rules.py`) are settings: engine presets build it with theirs, and `continuous` and
+`chunked_prefill` are presets of it (`presets.py`); `static.py` and `dynamic.py`, request-level batching, run
+over the same steps (`base.py`: the protocol, token accounting, prefix matching, steady decode runs)."""
 from __future__ import annotations
 
-from sim.core.instance.batching.base import BatchingPolicy, advance
-from sim.core.instance.batching.continuous import ChunkedPrefillBatching, ContinuousBatching
+from sim.core.instance.batching.base import BatchingPolicy, PolicyFactory, advance
 from sim.core.instance.batching.dynamic import DynamicBatching
+from sim.core.instance.batching.presets import CHUNKED_PREFILL, CONTINUOUS
+from sim.core.instance.batching.scheduler import Scheduler
 from sim.core.instance.batching.static import StaticBatching
 from sim.core.instance.kv_cache import BlockManager
 
-POLICIES: dict[str, type[BatchingPolicy]] = {
+POLICIES: dict[str, PolicyFactory] = {
     "static": StaticBatching,
     "dynamic": DynamicBatching,
-    "continuous": ContinuousBatching,
-    "chunked_prefill": ChunkedPrefillBatching,
+    "continuous": CONTINUOUS,
+    "chunked_prefill": CHUNKED_PREFILL,
 }
 
 
-def policy_class(name: str) -> type[BatchingPolicy]:
-    """The class registered as `name` (a KeyError naming the valid ones otherwise)."""
+def policy_class(name: str) -> PolicyFactory:
+    """The factory registered as `name` (a KeyError naming the valid ones otherwise): a policy class or a
+    `Scheduler` preset, each with `whole_prompt_limit(params)`."""
     try:
         return POLICIES[name]
     except KeyError:
@@ -29,4 +33,4 @@ def make_policy(name: str, kv: BlockManager, params: dict) -> BatchingPolicy:
     return policy_class(name)(kv, **params)
 
 
-__all__ = ["BatchingPolicy", "POLICIES", "advance", "make_policy", "policy_class"]
+__all__ = ["BatchingPolicy", "POLICIES", "PolicyFactory", "Scheduler", "advance", "make_policy", "policy_class"]

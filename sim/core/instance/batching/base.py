@@ -1,13 +1,15 @@
-"""Batching policies: how an instance forms each iteration from its `waiting` and `running` queues.
+"""What every scheduler shares: the `BatchingPolicy` protocol, the registry's `PolicyFactory`, and the steps on
+requests that all of them take the same way (token accounting after an iteration, prefix matching at admission,
+steady decode runs, speculative tokens).
 
-Each policy implements `BatchingPolicy` and is constructed as `cls(kv, **yaml_parameters)`. Adding one: a module
-in this package, one line in `POLICIES` (`__init__.py`), one yaml in `conf/batching/` named like the key (setup.py
-compiles every module under sim/core).
+Each registered policy is a `PolicyFactory`: called as `factory(kv, **yaml_parameters)` it builds the policy for
+one instance. Adding one: a module in this package, one line in `POLICIES` (`__init__.py`), one yaml in
+`conf/batching/` named like the key.
 """
 from __future__ import annotations
 
 from collections import deque
-from typing import Protocol
+from typing import Any, Protocol
 
 from sim.core.instance.batch import ScheduledBatch
 from sim.core.instance.kv_cache import BlockManager
@@ -21,10 +23,10 @@ class BatchingPolicy(Protocol):
     deliberately waiting (e.g. for a batch to fill), or None when it has nothing to do. `steady_steps(batch)`
     says how many decode iterations from `batch` on can be priced as one run (0 or 1: step normally);
     `joins_next_boundary()` whether a request that just arrived during such a run could join at its next
-    iteration boundary (the run is cut there only then). `update_from_output`
-    advances every scheduled request by its tokens at time `now` (the end of the iteration) and returns the
-    requests that finished; `drop_all()` empties the policy when its instance fails. Guarantees: a request is in at most one of `waiting`/`running`; KV blocks are
-    allocated through `kv` only, so INV-KV holds.
+    iteration boundary (the run is cut there only then). `update_from_output` advances every scheduled request
+    by its tokens at time `now` (the end of the iteration) and returns the requests that left it (finished, or
+    handed to a decode pool); `drop_all()` empties the policy when its instance fails. Guarantees: a request is
+    in at most one of `waiting`/`running`; KV blocks are allocated through `kv` only, so INV-KV holds.
     """
 
     waiting: deque[SimRequest]
@@ -55,6 +57,16 @@ class BatchingPolicy(Protocol):
         ...
 
 
+class PolicyFactory(Protocol):
+    """A `POLICIES` entry: a policy class, or a preset of the one `Scheduler` (presets.py)."""
+
+    def __call__(self, *args: Any, **params: Any) -> BatchingPolicy:
+        """The policy over one instance's KV (`kv`, the one positional argument) with the yaml's parameters."""
+        ...
+
+    def whole_prompt_limit(self, params: dict) -> int | None: ...
+
+
 def take_all(waiting: deque[SimRequest], running: list[SimRequest]) -> list[SimRequest]:
     """`drop_all` of a policy that holds requests only in `waiting` and `running`: both emptied in place."""
     held = [*running, *waiting]
@@ -70,29 +82,31 @@ def complete(req: SimRequest, now: float, kv: BlockManager) -> None:
     kv.free(req)
 
 
-def advance(batch: ScheduledBatch, now: float, kv: BlockManager, running: list[SimRequest]) -> list[SimRequest]:
-    """Apply an iteration's results: computed tokens grow; a request that caught up with its known tokens
-    samples one output token (its first at the end of the prefill); finished requests free their KV."""
-    finished = []
-    for req, n in batch.items:  # (runs once per request per iteration: locals instead of repeated lookups)
-        c, prompt = req.num_computed_tokens, req.prompt_tokens
-        if c < prompt <= c + n:
-            kv.publish(req, req.prefix_hashes, prompt)
-        c += n
-        req.num_computed_tokens = c
-        if c == prompt + req.num_output_tokens:  # caught up with its known tokens
-            out = req.num_output_tokens = req.num_output_tokens + 1
-            if out == 1:
-                req.first_token_s = now
-            if out >= req.output_tokens:
-                complete(req, now, kv)
-                finished.append(req)
-            elif out == 1 and req.handoff:
-                # Disaggregated prefill: the request leaves this instance after its first token; its KV moves
-                # to a decode pool (the cluster prices the transfer), so the blocks here are released.
-                kv.free(req)
-                finished.append(req)
-    if len(finished) == 1:  # (the common case: one request leaves; found by identity, no set of ids)
+def leaves(req: SimRequest, now: float, kv: BlockManager, lagging: list[SimRequest] | None) -> bool:
+    """A token of `req` reached its client at `now`: the first sets its first-token time; the last completes it
+    (releasing its KV, or with `lagging` keeping it there for one more iteration: SGLang's overlap scheduler has
+    formed the next iteration before it sees the finish); a disaggregated prefill's first token hands it to a
+    decode pool (the cluster prices the KV transfer; the blocks here are released). True when it leaves."""
+    if req.first_token_s != req.first_token_s:  # NaN: nothing sent yet
+        req.first_token_s = now
+    out = req.num_output_tokens
+    if out >= req.output_tokens:
+        if lagging is None:
+            complete(req, now, kv)
+        else:
+            req.finish_s = now
+            req.status = "completed"
+            lagging.append(req)
+        return True
+    if out == 1 and req.handoff:
+        kv.free(req)
+        return True
+    return False
+
+
+def drop_finished(running: list[SimRequest], finished: list[SimRequest]) -> None:
+    """Remove the requests that left from `running`, keeping its order."""
+    if len(finished) == 1:  # the common case: one request leaves, found by identity
         gone = finished[0]
         for j in range(len(running)):
             if running[j] is gone:
@@ -101,6 +115,29 @@ def advance(batch: ScheduledBatch, now: float, kv: BlockManager, running: list[S
     elif finished:
         done = {r.request_id for r in finished}
         running[:] = [r for r in running if r.request_id not in done]
+
+
+def advance(batch: ScheduledBatch, now: float, kv: BlockManager, running: list[SimRequest],
+            lagging: list[SimRequest] | None = None, held: set[int] | None = None) -> list[SimRequest]:
+    """Apply an iteration's results: computed tokens grow (a prompt's last publishes its prefix-cache blocks); a
+    request that caught up with its known tokens samples one output token. Returns the requests that left
+    `running` (see `leaves`). With `held` (a multi-step group whose tokens reach the client at its end: vLLM
+    0.6.0), a sampled token is recorded there instead and nobody leaves until the group delivers it."""
+    finished: list[SimRequest] = []
+    for req, n in batch.items:
+        c, prompt = req.num_computed_tokens, req.prompt_tokens
+        if c < prompt <= c + n:
+            kv.publish(req, req.prefix_hashes, prompt)
+        c += n
+        req.num_computed_tokens = c
+        if c == prompt + req.num_output_tokens:  # caught up with its known tokens
+            out = req.num_output_tokens = req.num_output_tokens + 1
+            if held is not None:
+                held.add(req.request_id)
+            elif (out == 1 or out >= req.output_tokens) and leaves(req, now, kv, lagging):
+                finished.append(req)
+    if finished:
+        drop_finished(running, finished)
     return finished
 
 

@@ -14,8 +14,7 @@ import math
 from collections import deque
 
 from sim.core.instance.batch import ScheduledBatch
-from sim.core.instance.batching.base import advance, steady_decode_steps, take_all
-from sim.core.instance.batching.static import reserve, run_to_completion_step
+from sim.core.instance.batching.request_level import RequestLevelBatching, reserve, run_to_completion_step
 from sim.core.instance.kv_cache import BlockManager
 from sim.core.instance.request_state import SimRequest
 
@@ -47,28 +46,19 @@ def length_buckets(reqs: list[SimRequest], max_batch_size: int, max_batch_tokens
     return merged
 
 
-class DynamicBatching:
+class DynamicBatching(RequestLevelBatching):
+    """Length-aware buckets, the one holding the oldest request run to completion (module docstring)."""
+
     def __init__(self, kv: BlockManager, *, max_batch_size: int = 32, max_batch_tokens: int = 2048,
                  min_batch_size: int = 4, max_wait_s: float = 0.05, adaptive_wait: bool = True,
                  rate_ewma_weight: float = 0.1) -> None:
         if min(max_batch_size, max_batch_tokens, min_batch_size) < 1 or max_wait_s < 0:
             raise ValueError('"max_batch_size", "max_batch_tokens", "min_batch_size" must be >= 1, "max_wait_s" >= 0')
-        self.kv = kv
+        super().__init__(kv)
         self.max_batch_size, self.max_batch_tokens, self.min_batch_size = max_batch_size, max_batch_tokens, min_batch_size
         self.max_wait_s, self.adaptive_wait, self.rate_ewma_weight = max_wait_s, adaptive_wait, rate_ewma_weight
-        self.waiting: deque[SimRequest] = deque()
-        self.running: list[SimRequest] = []
-        self.lookahead_tokens = 0          # (a batch reserves its requests' whole outputs at admission)
-        self.undelivered: set[int] = set()  # (every token is sent when computed)
         self._mean_gap_s = math.nan
         self._last_arrival_s = math.nan
-
-    @classmethod
-    def whole_prompt_limit(cls, params: dict) -> int | None:
-        return None
-
-    def drop_all(self) -> list[SimRequest]:
-        return take_all(self.waiting, self.running)
 
     def add_request(self, req: SimRequest, now: float) -> None:
         if not math.isnan(self._last_arrival_s):
@@ -109,14 +99,3 @@ class DynamicBatching:
         self.waiting = deque(r for r in self.waiting if r.request_id not in ids)
         self.running = chosen
         return run_to_completion_step(self.running, load_s)
-
-    def joins_next_boundary(self) -> bool:
-        """A running batch admits nobody: arrivals never cut its decode runs short."""
-        return False
-
-    def steady_steps(self, batch: ScheduledBatch) -> int:
-        """A running request-level batch admits nobody: its decode iterations can be priced at once."""
-        return steady_decode_steps(batch, self.kv)
-
-    def update_from_output(self, batch: ScheduledBatch, now: float) -> list[SimRequest]:
-        return advance(batch, now, self.kv, self.running)
