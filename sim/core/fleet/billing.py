@@ -15,21 +15,11 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from dataclasses import dataclass
 
 import numpy as np
 
-PRICINGS = ("on_demand", "reserved", "spot")
-
-
-@dataclass(frozen=True)
-class PoolPrice:
-    """How a pool's instances are bought (`pricing:`, checked at load by sim/resolve.py): `discount` is the
-    fraction taken off the on-demand price (0 <= discount < 1)."""
-
-    kind: str = "on_demand"
-    discount: float = 0.0
-
+from inferplan.config.fleet import PRICINGS, PoolPrice
+from inferplan.config.run import PriceSheet
 
 def usd_per_instance_hour(pool) -> float:
     """What one instance of `pool` is billed per hour: its on-demand price less its pricing's discount (on demand:
@@ -80,17 +70,17 @@ def pool_bill(pool, end_s: float, granularity_s: float) -> dict:
             "energy_kwh": energy_kwh}
 
 
-def revenue_usd(cols: Mapping[str, Any], price_sheet: dict | None) -> dict | None:
+def revenue_usd(cols: Mapping[str, Any], price_sheet: PriceSheet | None) -> dict | None:
     """Revenue of the completed requests under a price sheet; None without one."""
-    if not price_sheet:
+    if price_sheet is None:
         return None
     done = cols["status"] == "completed"
     cached = cols["cached_tokens"][done].astype(np.float64)
     miss = cols["prompt_tokens"][done] - cached
     out = cols["output_tokens"][done].astype(np.float64)
-    hit_p = float(price_sheet.get("usd_per_million_input_tokens_cache_hit", 0.0))
-    miss_p = float(price_sheet.get("usd_per_million_input_tokens_cache_miss", 0.0))
-    out_p = float(price_sheet.get("usd_per_million_output_tokens", 0.0))
+    hit_p = float(price_sheet.usd_per_million_input_tokens_cache_hit)
+    miss_p = float(price_sheet.usd_per_million_input_tokens_cache_miss)
+    out_p = float(price_sheet.usd_per_million_output_tokens)
     rev = (cached.sum() * hit_p + miss.sum() * miss_p + out.sum() * out_p) / 1e6
     return {"usd": float(rev), "input_cache_hit_tokens": float(cached.sum()), "input_cache_miss_tokens": float(miss.sum()),
             "output_tokens": float(out.sum())}
