@@ -1,4 +1,5 @@
-"""Hardware and model specifications, loaded from `conf/hardware/*.yaml` and `conf/model/*.yaml`.
+"""Hardware and model specifications, loaded from `conf/hardware/*.yaml` and `conf/model/*.yaml` into their records
+(`HardwareSpec`, `ModelSpec`: inferplan/config/specs.py).
 
 Shared by calibration (peaks for rooflines, shapes to time) and simulation (pricing, memory). A name resolves to
 `conf/<group>/<name>.yaml` in the repository; a path ending in `.yaml` (or a Hugging Face `config.json`, for

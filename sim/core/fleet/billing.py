@@ -2,7 +2,7 @@
 
 Billing: each instance is paid from the moment it is asked for (provisioning and loading included) until it
 stops (or fails), rounded up to `billing_granularity_s` per instance (1 s = per-second billing; 3600 = hourly).
-Price: the pool's on-demand price per instance-hour less its pricing's discount (`PoolPrice`: on demand 0,
+Price: the pool's on-demand price per instance-hour less its pricing's discount (`PoolPrice`, inferplan/config/fleet.py: on demand 0,
 reserved and spot the fractions the scenario's `pricing:` block states; a spot pool's interruptions are
 failures, sim/core/fleet/failures.py).
 Energy: per device, idle power while alive plus (rated power - idle) x the fraction of time spent in iterations.
@@ -15,11 +15,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-
 import numpy as np
 
-from inferplan.config.fleet import PRICINGS, PoolPrice
 from inferplan.config.run import PriceSheet
+
 
 def usd_per_instance_hour(pool) -> float:
     """What one instance of `pool` is billed per hour: its on-demand price less its pricing's discount (on demand:

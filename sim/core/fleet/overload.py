@@ -10,7 +10,6 @@ breaker rejects new requests with reason `circuit_breaker`. A level is released 
 """
 from __future__ import annotations
 
-
 from inferplan.config.fleet import OverloadConfig
 from sim.core.fleet.monitor import Window
 

@@ -12,11 +12,10 @@ from collections.abc import Callable
 
 import simpy
 
-from inferplan.errors import InputError
+from inferplan.config.fleet import ColdStart, PoolPrice
 from inferplan.config.run import PoolConfig, RunConfig, instance_bounds
+from inferplan.errors import InputError
 from sim.core.cost.factory import build_pool_pricing
-from sim.core.fleet.billing import PoolPrice
-from inferplan.config.fleet import ColdStart
 from sim.core.fleet.failures import PoolFailures
 from sim.core.instance.batching import make_policy, policy_class
 from sim.core.instance.batching.base import BatchingPolicy
