@@ -154,6 +154,14 @@ def load_run_config(cfg) -> RunConfig:
     cost = build(CostConfig, d.get("cost"), "conf/cost")
     if cost.kind not in ("roofline", "constant"):
         raise InputError("conf/cost", "kind", f"unknown cost model {cost.kind!r}", "use one of: roofline, constant")
+    for op, scale in cost.efficiency_scale.items():  # (the roofline's pricer divides measured latencies by it)
+        try:
+            positive = float(scale) > 0
+        except (TypeError, ValueError):
+            positive = False
+        if not positive:
+            raise InputError("conf/cost", "efficiency_scale", f"efficiency_scale.{op} must be > 0, got {scale}",
+                             "give positive multipliers")
     raw = Raw(scenario=scen.name, pools=pools, blocks={name: b for name, (_, b) in parsed.items()},
               batching_name=bname, batching=batching, router_name=rname, router=router, autoscaler_name=aname,
               autoscaler=autoscaler, engine=dict(d.get("engine") or {"name": "generic"}), cost=cost,

@@ -80,3 +80,8 @@ def test_the_deployment_validation_reports_the_engine_presets_max_num_seqs():
     sources = {k: dict(v) for k, v in log.items()}
     _fill_sources(generic, "main", "smoke", sources, set(), POOL)
     assert sources["max_num_seqs"] == {"value": 64, "source": "log"}
+
+
+def test_a_bad_efficiency_scale_is_refused_at_load():
+    with pytest.raises(InputError, match=r"^conf/cost: efficiency_scale: efficiency_scale.gemm must be > 0, got 0"):
+        run_config("++cost.efficiency_scale.gemm=0")
