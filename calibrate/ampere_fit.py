@@ -21,6 +21,7 @@ from collections import defaultdict
 import numpy as np
 import yaml
 
+from inferplan.config.yaml_files import read_yaml_mapping
 from calibrate.hopper_fit import nelder_mead
 from calibrate.vidur import ELEMENTWISE, load_reference
 from inferplan.specs import CONF_DIR, load_hardware
@@ -34,7 +35,7 @@ OUT = CONF_DIR / "cost" / "generations" / "ampere.yaml"
 def fit(folder: str, hardware: str = "a100_80gb") -> tuple[dict, list[dict]]:
     hw = load_hardware(hardware)
     bw = hw.mem_bandwidth_bytes_per_s
-    cost = yaml.safe_load((CONF_DIR / "cost" / "roofline.yaml").read_text())
+    cost = read_yaml_mapping(CONF_DIR / "cost" / "roofline.yaml")
     points, _ = load_reference(folder)
     pts = [p for p in points if p.hardware == hw.name and p.vidur_op in ELEMENTWISE]
     tokens = sorted({p.tokens for p in pts})
@@ -84,7 +85,7 @@ def prefill_seq_share(s: dict[str, float]) -> tuple[float, float]:
 def fit_attention(folder: str, hardware: str = "a100_80gb") -> tuple[dict, list[dict]]:
     hw = load_hardware(hardware)
     peak, bw = hw.peak_for("bf16"), hw.mem_bandwidth_bytes_per_s
-    cost = yaml.safe_load((CONF_DIR / "cost" / "roofline.yaml").read_text())
+    cost = read_yaml_mapping(CONF_DIR / "cost" / "roofline.yaml")
     points, _ = load_reference(folder)
     params, lines = {}, []
     for op in ("attn_prefill", "attn_decode"):
@@ -146,7 +147,7 @@ def fit_gemm(folder: str, hardware: str = "a100_80gb") -> tuple[dict, list[dict]
 
     hw = load_hardware(hardware)
     peak, bw = hw.peak_for("bf16"), hw.mem_bandwidth_bytes_per_s
-    cost = yaml.safe_load((CONF_DIR / "cost" / "roofline.yaml").read_text())
+    cost = read_yaml_mapping(CONF_DIR / "cost" / "roofline.yaml")
     launch = float(cost["launch_s"])
     points, _ = load_reference(folder)
     pts = [p for p in points if p.hardware == hw.name and p.vidur_op in GEMMS]

@@ -16,6 +16,7 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from inferplan.config.yaml_files import read_yaml_mapping
 from calibrate.settings import CONFIG, Settings
 from inferplan.errors import InputError
 from inferplan.hydra_errors import explain_hydra_error
@@ -35,13 +36,13 @@ See conf/calibrate.yaml for each key and docs/calibration.md for the method."""
 
 
 def usage() -> str:
-    keys = [k for k in yaml.safe_load((CONF_DIR / "calibrate.yaml").read_text()) if k not in ("defaults", "hydra")]
+    keys = [k for k in read_yaml_mapping(CONF_DIR / "calibrate.yaml") if k not in ("defaults", "hydra")]
     return USAGE.format(hardware=", ".join(available("hardware")), model=", ".join(available("model")),
                         keys=", ".join(keys))
 
 
 def _valid_keys() -> list[str]:
-    top = yaml.safe_load((CONF_DIR / "calibrate.yaml").read_text())
+    top = read_yaml_mapping(CONF_DIR / "calibrate.yaml")
     return [*GROUPS, *(k for k in top if k not in ("defaults", "hydra"))]
 
 

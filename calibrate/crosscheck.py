@@ -27,8 +27,8 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
-import yaml
 
+from inferplan.config.yaml_files import read_yaml_mapping
 from calibrate import ops
 from calibrate.fit import fit_rows, held_out_shapes
 from calibrate.profile import EfficiencyCurve, Profile, load_profile
@@ -51,7 +51,7 @@ def vidur_causal_factor() -> float:
     from calibrate.efficiency import GENERATIONS_DIR
 
     path = GENERATIONS_DIR / "ampere.yaml"
-    d = (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
+    d = read_yaml_mapping(path) if path.is_file() else {}
     return float(((d.get("vidur_profiler") or {}).get("attn_prefill_causal_factor") or {}).get("value", 1.0))
 
 
@@ -215,7 +215,7 @@ def crosscheck(points: list[ReferencePoint], hw: HardwareSpec, cost: dict, profi
 def _load_cost(path: Path) -> dict:
     if not path.is_file():
         raise InputError(path, "path", "cost defaults not found", "give --cost conf/cost/roofline.yaml")
-    cost = yaml.safe_load(path.read_text()) or {}
+    cost = read_yaml_mapping(path)
     for key in ("efficiency", "launch_s"):
         if key not in cost:
             raise InputError(path, key, "missing", "see conf/cost/roofline.yaml")

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
+from inferplan.config.yaml_files import read_yaml_mapping
 
 GENERATIONS_DIR = Path(__file__).resolve().parent.parent / "conf" / "cost" / "generations"
 
@@ -226,7 +226,7 @@ def load_generation(name: str | None) -> Generation | None:
     path = GENERATIONS_DIR / f"{name}.yaml"
     if not path.is_file():
         return None
-    d = yaml.safe_load(path.read_text()) or {}
+    d = read_yaml_mapping(path)
     gemm = {}
     for fmt, g in (d.get("gemm") or {}).items():
         p = {k: v["value"] if isinstance(v, dict) and "value" in v else v for k, v in g.items() if k != "layout_eff_basis"}
@@ -256,9 +256,8 @@ def load_generation(name: str | None) -> Generation | None:
 
 def hardware_generation(source: str) -> str | None:
     """The `generation:` tag of a conf/hardware file (HardwareSpec.source), None when it has none."""
-    try:
-        d = yaml.safe_load(Path(source).read_text()) or {}
-    except OSError:
+    if not Path(source).is_file():
         return None
+    d = read_yaml_mapping(source)
     g = d.get("generation")
     return None if g is None else str(g)

@@ -13,6 +13,7 @@ import sys
 
 import yaml
 
+from inferplan.config.yaml_files import read_yaml_mapping
 from calibrate import ops
 from calibrate.hopper_fit import CUSTOM_AR_MAX_BYTES, HERE, fit_allreduce, fit_attention, fit_deepep, fit_gemm, mape
 from inferplan.specs import CONF_DIR, load_hardware
@@ -29,7 +30,7 @@ def _scalar(cost: dict, op: str, flops: float, bytes_: float, peak: float, bw: f
 
 def evaluate() -> tuple[dict, list[dict]]:
     """(fitted parameters for the YAML, report lines: op, gpu, table, n held out, before, after MAPE)."""
-    cost = yaml.safe_load((CONF_DIR / "cost" / "roofline.yaml").read_text())
+    cost = read_yaml_mapping(CONF_DIR / "cost" / "roofline.yaml")
     h800, h100, pcie = load_hardware("h800"), load_hardware("h100_sxm"), load_hardware("h100_pcie")
     g, a, ar, ep = fit_gemm(h800, h100), fit_attention(pcie, h100), fit_allreduce(), fit_deepep(h800)
     lines = []

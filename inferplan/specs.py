@@ -1,4 +1,5 @@
-"""Hardware and model specifications, loaded from `conf/hardware/*.yaml` and `conf/model/*.yaml`.
+"""Hardware and model specifications, loaded from `conf/hardware/*.yaml` and `conf/model/*.yaml` into their records
+(`HardwareSpec`, `ModelSpec`: inferplan/config/specs.py).
 
 Shared by calibration (peaks for rooflines, shapes to time) and simulation (pricing, memory). A name resolves to
 `conf/<group>/<name>.yaml` in the repository; a path ending in `.yaml` (or a Hugging Face `config.json`, for
@@ -7,11 +8,10 @@ models) is read as is. Every problem is an `InputError` naming the file, the fie
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
+from inferplan.config.specs import HardwareSpec, ModelSpec, MoESpec
+from inferplan.config.yaml_files import read_yaml
 from inferplan.errors import InputError
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
@@ -31,10 +31,13 @@ def _read_yaml(group: str, name_or_path: str) -> tuple[Path, dict]:
                              f"use one of: {', '.join(available(group))}")
     if not path.is_file():
         raise InputError(path, "path", "file not found", f"give an existing file or one of: {', '.join(available(group))}")
-    try:
-        data = json.loads(path.read_text()) if path.suffix == ".json" else yaml.safe_load(path.read_text())
-    except (yaml.YAMLError, json.JSONDecodeError) as err:
-        raise InputError(path, "file", f"cannot parse ({type(err).__name__})", "fix the syntax") from None
+    if path.suffix == ".json":
+        try:
+            data = json.loads(path.read_text())
+        except json.JSONDecodeError as err:
+            raise InputError(path, "file", f"cannot parse ({type(err).__name__})", "fix the syntax") from None
+    else:
+        data = read_yaml(path)
     if not isinstance(data, dict):
         raise InputError(path, "file", "is not a mapping", f"see conf/{group}/ for the expected keys")
     return path, data
@@ -52,31 +55,6 @@ def _num(path: Path, data: dict, key: str, *, positive: bool = True, default=Non
     if positive and not value > 0:
         raise InputError(path, key, f"must be > 0, got {value}", "give a positive number")
     return value
-
-
-@dataclass(frozen=True)
-class HardwareSpec:
-    """One accelerator (or CPU socket group): datasheet peaks, memory, links, power and price."""
-
-    name: str
-    kind: str  # gpu | cpu | npu | fpga
-    memory_bytes: float
-    mem_bandwidth_bytes_per_s: float
-    peak_flops_per_s: dict[str, float]  # by compute format: bf16, fp8, int8, fp32
-    devices_per_node: int
-    intra_node_bandwidth_bytes_per_s: float
-    intra_node_latency_s: float
-    inter_node_bandwidth_bytes_per_s: float
-    inter_node_latency_s: float
-    host_link_bandwidth_bytes_per_s: float
-    power_w: float
-    idle_power_w: float
-    usd_per_hour: float
-    source: str = ""
-
-    def peak_for(self, compute_format: str) -> float:
-        """Peak FLOP/s for a compute format; formats the device lacks fall back to bf16 (e.g. fp8 on A100)."""
-        return self.peak_flops_per_s.get(compute_format) or self.peak_flops_per_s["bf16"]
 
 
 def load_hardware(name_or_path: str) -> HardwareSpec:
@@ -108,45 +86,6 @@ def load_hardware(name_or_path: str) -> HardwareSpec:
         usd_per_hour=_num(path, d, "usd_per_hour", positive=False),
         source=str(path),
     )
-
-
-@dataclass(frozen=True)
-class MoESpec:
-    num_experts: int
-    top_k: int
-    expert_intermediate_size: int
-    shared_experts: int = 0
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """Transformer shapes: what an iteration computes and how much memory weights and KV take."""
-
-    name: str
-    num_layers: int
-    hidden_size: int
-    vocab_size: int
-    attention_kind: str  # gqa | mla
-    num_heads: int
-    num_kv_heads: int  # gqa; for mla the latent cache is shared by all heads (1)
-    head_dim: int  # gqa head dim; for mla qk_nope + qk_rope
-    intermediate_size: int
-    ffn_kind: str = "gated"  # gated (SwiGLU: 3 matrices) | plain (2 matrices)
-    first_dense_layers: int = 0
-    moe: MoESpec | None = None
-    q_lora_rank: int = 0
-    kv_lora_rank: int = 0
-    qk_nope_head_dim: int = 0
-    qk_rope_head_dim: int = 0
-    v_head_dim: int = 0
-    mtp_modules: int = 0
-    max_context_tokens: int = 8192
-    source: str = ""
-    extra: dict = field(default_factory=dict)
-
-    @property
-    def num_moe_layers(self) -> int:
-        return 0 if self.moe is None else self.num_layers - self.first_dense_layers
 
 
 def _int(path: Path, d: dict, key: str, default=None) -> int:

@@ -6,16 +6,16 @@ refusal one `InputError` line with the fix.
     pricing: spot                                          # on_demand | reserved | spot
     spot_interruption_mtbf_s: 7200                          # a spot pool's instances are interrupted at this rate
 
-The model is in sim/core/fleet/failures.py (failures) and sim/core/fleet/billing.py (prices).
+The records are in inferplan/config/fleet.py; the model is in sim/core/fleet/failures.py (failures) and
+sim/core/fleet/billing.py (prices).
 """
 from __future__ import annotations
 
 from typing import Any
 
+from inferplan.config.fleet import PRICINGS, FailureAt, FailurePlan, PoolPrice
 from inferplan.errors import InputError
 from scenarios.config_reader import REQUIRED, ConfigReader, is_list, is_mapping
-from sim.core.fleet.billing import PRICINGS, PoolPrice
-from sim.core.fleet.failures import FailureAt, FailurePlan
 
 REDUNDANCIES = ("none", "n+1")   # `redundancy:` of a pool, read by the planner (sim/plan/redundancy.py)
 _FORMS = "write failures: [{at_s: 60, instances: 1, repair_s: 300}] or failures: {mtbf_s: 86400, repair_s: 600}"

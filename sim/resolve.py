@@ -1,92 +1,92 @@
 """The file-backed parts of a configuration, resolved once at load: what each pool is built from.
 
-`load_run_config` (sim/config.py) ends here. Per pool: the hardware and model specs (conf/hardware, conf/model),
-the engine preset with its memory defaults (conf/engine), the batching parameters (the batching group's, or the
-defaults of a pool's own policy from conf/batching), the parsed deployment (conf/deployment presets), the
-measured profile (calibrate/profiles), the GPU generation's fitted efficiency forms (conf/cost/generations), and
-its failures and pricing (sim/failure_config.py).
-Above the pools (`FleetSetup`): router parameters, placement and its routes, the overload ladder, each pool's
-autoscaler, each constructed once here to check it. Everything that can be refused is refused here, before a run
-starts, and nothing reads a file during one. What the core receives is typed: each registered extension
-(batching policy, router, placement, autoscaler) as an `inferplan.component.Component` (name + frozen keyword
-parameters), the cold start as `ColdStart`, the overload ladder as `OverloadConfig`; every refusal goes through
-`checked` (one `InputError` form: file or scenario, field, reason, fix). No plain dict or list reaches
-the core: a pool's scalar settings are a `PoolSpec`, its engine preset an `EnginePreset` (what depends on the
-pool's KV capacity is a method of it), and a parameter holding a block (a placement's `routes`, `default` and
-`class_slo`, the scheduled autoscaler's `plan`) is parsed into typed frozen records (`NESTED`).
+`load_run_config` (sim/config.py) ends here, and fills the records of inferplan/config/run.py. Per pool
+(`PoolSetup`): the hardware and model specs (conf/hardware, conf/model), the engine preset with its memory
+defaults (conf/engine), the batching parameters (the batching group's, or the defaults of a pool's own policy from
+conf/batching), the scheduler settings with the source of each (`scheduler_settings`: an engine preset's keys, or
+the batching policy's parameters), the parsed deployment (conf/deployment presets), the measured profile
+(calibrate/profiles), the GPU generation's fitted efficiency forms (conf/cost/generations), and its failures and
+pricing (sim/failure_config.py). Above the pools (`FleetSetup`): router parameters, placement and its routes, the
+overload ladder, each pool's autoscaler, the rolling update, each constructed once here to check it. Everything
+that can be refused is refused here, before a run starts, and nothing reads a file during one; every refusal goes
+through `checked` or names the file and key itself (one `InputError` form: file or scenario, field, reason, fix).
+No plain dict or list reaches the core: each registered extension is a `Component` (name + frozen keyword
+parameters), and a parameter holding a block (a placement's `routes`, `default` and `class_slo`, the scheduled
+autoscaler's `plan`) is parsed into typed frozen records (`NESTED`).
 """
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
-
-import yaml
 
 from calibrate.efficiency import Generation, hardware_generation, load_generation
-from inferplan.component import Component
-from inferplan.errors import InputError
+from inferplan.config.build import build
+from inferplan.config.component import Component
+from inferplan.config.deployment import Deployment
+from inferplan.config.engine import DOC_KEYS, MEMORY_KEYS, POLICY_KEYS, RULE_KEYS, EnginePreset, graph_sizes
+from inferplan.config.fleet import ColdStart, ClassSlo, OverloadConfig, PlanStep, RollingPlan, Route
+from inferplan.config.run import (CostConfig, FleetSetup, PoolConfig, PoolSetup, SchedulerSettings, Setting)
+from inferplan.config.yaml_files import read_yaml_mapping
+from inferplan.errors import InputError, unknown_key
 from inferplan.specs import CONF_DIR, HardwareSpec, ModelSpec, load_hardware, load_model
 from scenarios.config_reader import ConfigReader
-from sim.config import CostConfig, PoolConfig, PoolSpec, build
 from sim.failure_config import failure_plan, pool_price, redundancy
-from sim.core.cost.deployment import Deployment, parse_deployment
+from sim.core.cost.deployment import parse_deployment
 from sim.core.cost.factory import PoolPricing, build_pool_pricing, resolve_profile
 from sim.core.fleet.autoscaler import ScalerContext, make_autoscaler
-from sim.core.fleet.autoscaler.scheduled import PlanStep
-from sim.core.fleet.billing import PoolPrice
-from sim.core.fleet.cold_start import ColdStart
-from sim.core.fleet.failures import FailurePlan
-from sim.core.fleet.overload import OverloadConfig
-from sim.core.fleet.placement import PLACEMENTS, ClassSlo, Route
-from sim.core.fleet.rolling_update import RollingPlan
-from sim.core.instance.engine import (DOC_KEYS, MEMORY_KEYS, POLICY_KEYS, RULE_KEYS, EnginePreset,
-                                      graph_sizes)
+from sim.core.fleet.placement import PLACEMENTS
+from sim.core.instance.engine import build_scheduler
 from sim.core.instance.batching import make_policy
 from sim.core.instance.kv_cache import BlockManager
 from sim.core.router import make_router
 
 
 @dataclass(frozen=True)
-class PoolSetup:
-    """One pool's resolved inputs. `pool` is its config's settings with an engine preset's memory defaults
-    applied."""
+class Raw:
+    """The loader's working state between sim/config.py and this module: the checked scalar records and the raw
+    blocks of the composed config still to be parsed. It never leaves the loader."""
 
-    pool: PoolSpec
-    hardware: HardwareSpec
-    model: ModelSpec
-    engine: EnginePreset         # the engine preset (`generic`: the batching group decides)
-    batching: Component          # the batching policy and its parameters (checked by building it once)
-    token_budget: int            # tokens per iteration the memory plan reserves activations for
-    cold_start: ColdStart
-    deployment: Deployment
-    profile: Any                 # calibrate.profile.Profile, or None (analytical)
-    generation: Generation | None
-    failures: FailurePlan = FailurePlan()  # when its instances fail (none by default)
-    price: PoolPrice = PoolPrice()         # how its instances are bought (on demand by default)
+    scenario: str                            # the scenario's name
+    pools: dict[str, PoolConfig]
+    blocks: dict[str, dict]                  # pool -> its POOL_BLOCKS as written
+    batching_name: str
+    batching: dict                           # the batching group's parameters
+    router_name: str
+    router: dict
+    autoscaler_name: str
+    autoscaler: dict
+    engine: dict                             # the engine group as composed ({name: generic} by default)
+    cost: CostConfig
+    placement: dict
+    overload: dict
+    rolling_update: dict
+    pricing: dict                            # the scenario's `pricing:` defaults
 
 
 def _policy_defaults(policy: str) -> dict:
     """The parameters of `conf/batching/<policy>.yaml` (a pool choosing its own batching policy)."""
-    data = yaml.safe_load((CONF_DIR / "batching" / f"{policy}.yaml").read_text()) or {}
+    data = read_yaml_mapping(CONF_DIR / "batching" / f"{policy}.yaml")
     data.pop("name", None)
     return data
 
 
-def pricing_inputs(p: PoolConfig, hw: HardwareSpec, cost: CostConfig,
-                   where: str) -> tuple[Deployment, Any, Generation | None]:
-    """(deployment, profile, generation) of a pool; the last two only for the roofline cost model."""
-    dep = parse_deployment(p.deployment, tp=p.tp, weights_dtype=p.weights_dtype, where=where)
+def pricing_inputs(p: PoolConfig, deployment: dict | None, hw: HardwareSpec, cost: CostConfig,
+                   where: str) -> tuple[Deployment, object, Generation | None]:
+    """(deployment, profile, generation) of a pool from its `deployment:` block; the last two only for the
+    roofline cost model."""
+    dep = parse_deployment(deployment, tp=p.tp, weights_dtype=p.weights_dtype, where=where)
     if cost.kind == "constant":
         return dep, None, None
     return dep, resolve_profile(cost.profile, hw), load_generation(hardware_generation(hw.source))
 
 
 def pool_pricing(model: ModelSpec, hw: HardwareSpec, p: PoolConfig, cost: CostConfig, *, token_budget: int,
-                 where: str) -> PoolPricing:
-    """A pool's pricing from its config alone (tools and tests that price a pool outside a run)."""
-    dep, profile, generation = pricing_inputs(p, hw, cost, where)
-    return build_pool_pricing(model, hw, PoolSpec.of(p), cost, token_budget=token_budget, where=where, dep=dep,
+                 where: str, deployment: dict | None = None) -> PoolPricing:
+    """A pool's pricing from its config and `deployment:` block alone (tools and tests that price a pool outside
+    a run)."""
+    dep, profile, generation = pricing_inputs(p, deployment, hw, cost, where)
+    p = dataclasses.replace(p, has_deployment=bool(deployment))
+    return build_pool_pricing(model, hw, p, cost, token_budget=token_budget, where=where, dep=dep,
                               profile=profile, generation=generation)
 
 
@@ -109,7 +109,7 @@ def _engine_spec(pool_engine, group_engine: dict | None, where: str) -> dict:
             if not path.is_file():
                 raise InputError(where, "engine", f"unknown engine preset {name!r}",
                                  f"use one of: {', '.join(engine_presets())}")
-            spec = yaml.safe_load(path.read_text()) or {}
+            spec = read_yaml_mapping(path)
         spec.update(own)
     if spec.get("name", "generic") == "generic":
         extra = sorted(set(spec) - {"name"})
@@ -143,37 +143,82 @@ def engine_preset(pool_engine, group_engine: dict | None, where: str) -> EngineP
     return build(EnginePreset, {k: v for k, v in spec.items() if v is not None}, f"{where}: engine")
 
 
-def resolve_pool(name: str, p: PoolConfig, run) -> PoolSetup:
-    where = f"scenario/{run.scenario.name}: pools.{name}"
+def resolve_pool(name: str, p: PoolConfig, raw: Raw) -> PoolSetup:
+    where = f"scenario/{raw.scenario}: pools.{name}"
+    blocks = raw.blocks.get(name, {})
     hardware, model = load_hardware(p.hardware), load_model(p.model)
-    engine = engine_preset(p.engine, run.engine, where)
-    spec = PoolSpec.of(p)
+    engine = engine_preset(blocks.get("engine"), raw.engine, where)
+    spec = p
     if not engine.generic:  # the engine's memory defaults replace the pool's
         util, block = engine.memory_settings(p.tp, p.gpu_memory_utilization, p.block_size_tokens)
         spec = dataclasses.replace(spec, gpu_memory_utilization=util, block_size_tokens=block,
                                    kv_free_memory_fraction=engine.kv_free_fraction())
-    batching_name = p.batching_policy or run.batching_name
-    base = run.batching if batching_name == run.batching_name else _policy_defaults(batching_name)
-    batching = typed_params({**base, **(p.batching or {})}, f"conf/batching/{batching_name}.yaml", "batching")
+    batching_name = p.batching_policy or raw.batching_name
+    base = raw.batching if batching_name == raw.batching_name else _policy_defaults(batching_name)
+    own = dict(blocks.get("batching") or {})
+    batching = typed_params({**base, **own}, f"conf/batching/{batching_name}.yaml", "batching")
     token_budget = int(batching.get("token_budget", batching.get("max_batch_tokens", 8192)))
     if not engine.generic:  # the engine's scheduler runs: checked once, over one block, on this hardware
         token_budget = engine.token_budget(model.max_context_tokens)
         checked(f"conf/engine/{engine.name}.yaml", "parameters", "fix the preset key or its engine.<key>= override",
-                lambda: engine.batching(BlockManager(1, spec.block_size_tokens), model.max_context_tokens,
+                lambda: build_scheduler(engine, BlockManager(1, spec.block_size_tokens), model.max_context_tokens,
                                         model.max_context_tokens, hardware.host_link_bandwidth_bytes_per_s))
     else:  # the batching policy runs (an engine preset would replace it)
         checked(f"conf/batching/{batching_name}.yaml", "parameters", "remove or rename the key",
                 lambda: make_policy(batching_name, BlockManager(1, spec.block_size_tokens), dict(batching)))
+    cold = blocks.get("cold_start")
     cold_start = checked(where, "cold_start", "valid keys: " + ", ".join(ColdStart.__dataclass_fields__),
-                         lambda: ColdStart(**(p.cold_start or {})))
-    dep, profile, generation = pricing_inputs(p, hardware, run.cost, where)
-    file = f"scenario/{run.scenario.name}"
+                         lambda: ColdStart(**(cold or {})))
+    dep, profile, generation = pricing_inputs(p, blocks.get("deployment"), hardware, raw.cost, where)
+    file = f"scenario/{raw.scenario}"
     price = pool_price(p.pricing, p.reserved_discount, p.spot_discount, p.spot_interruption_mtbf_s,
-                       run.scenario.pricing, file, f"pools.{name}")
-    failures = failure_plan(p.failures, p.spot_interruption_mtbf_s, file, f"pools.{name}")
+                       raw.pricing, file, f"pools.{name}")
+    failures = failure_plan(blocks.get("failures"), p.spot_interruption_mtbf_s, file, f"pools.{name}")
     redundancy(p.redundancy, file, f"pools.{name}")
+    scheduler = scheduler_settings(name, p, raw, engine, batching_name, batching, own, model.max_context_tokens)
     return PoolSetup(spec, hardware, model, engine, Component.of(batching_name, batching),
-                     token_budget, cold_start, dep, profile, generation, failures, price)
+                     token_budget, cold_start, dep, profile, generation, failures, price, scheduler)
+
+
+def scheduler_settings(name: str, p: PoolConfig, raw: Raw, engine: EnginePreset, batching_name: str,
+                       batching: dict, own_batching: dict, max_context_tokens: int) -> SchedulerSettings:
+    """The one record of a pool's scheduler settings, each with its source and the override that reaches it: an
+    engine preset's keys (the pool's own `engine:` mapping over the preset's file) when the pool runs one, else
+    its batching policy's parameters (the pool's own `batching:` keys over the group's, or over its own policy's
+    defaults file)."""
+    where = f"scenario/{raw.scenario}: pools.{name}"
+    own_engine = raw.blocks.get(name, {}).get("engine")
+    pool_batching = Component.of(batching_name, typed_params(own_batching, where, "batching"))
+    if not engine.generic:
+        own_keys = set(own_engine) if isinstance(own_engine, dict) else set()
+        written = set(_engine_spec(own_engine, raw.engine, where))
+        file = f"conf/engine/{engine.name}.yaml"
+        out = []
+        for key in POLICY_KEYS:
+            value = getattr(engine, key)
+            if key in own_keys:
+                source, override = f"{where}.engine", ""
+            elif key in written:
+                source, override = file, "" if own_engine is not None else f"engine.{key}"
+            else:
+                source, override = "default (the engine scheduler's)", "" if own_engine is not None else f"engine.{key}"
+            if value is None and key == "max_num_batched_tokens":
+                value, source = engine.token_budget(max_context_tokens), f"{file}: null, max(model context, 2048)"
+            elif value is None and key == "max_num_seqs":
+                source = f"{file}: null, SGLang's rule over the pool's KV tokens (set when an instance starts)"
+            out.append(Setting(key, value if not isinstance(value, tuple) else str(value), source, override))
+        return SchedulerSettings(engine.name, tuple(out), own_engine is not None, pool_batching)
+    out = []
+    for key, value in batching.items():
+        if key in own_batching:
+            source, override = f"{where}.batching", f"scenario.pools.{name}.batching.{key}"
+        elif batching_name != raw.batching_name:
+            source, override = f"conf/batching/{batching_name}.yaml", f"++scenario.pools.{name}.batching.{key}"
+        else:
+            source, override = f"conf/batching/{batching_name}.yaml", f"batching.{key}"
+        if isinstance(value, (bool, int, float, str)) or value is None:
+            out.append(Setting(key, value, source, override))
+    return SchedulerSettings(batching_name, tuple(out), own_engine is not None, pool_batching)
 
 
 def checked(where: str, field: str, fix: str, build):
@@ -239,35 +284,19 @@ def typed_params(params: dict, file: str, where: str) -> dict:
     return out
 
 
-def resolve_pools(run) -> dict[str, PoolSetup]:
-    return {name: resolve_pool(name, p, run) for name, p in run.pools.items()}
+def resolve_pools(raw: Raw) -> dict[str, PoolSetup]:
+    return {name: resolve_pool(name, p, raw) for name, p in raw.pools.items()}
 
 
-@dataclass(frozen=True)
-class FleetSetup:
-    """What sits above the pools, resolved and checked at load: the router's parameters, the placement policy
-    and its routes, the overload ladder, and each pool's autoscaler (name, parameters)."""
-
-    router: Component
-    max_outstanding: int | None
-    placement: Component
-    overload: OverloadConfig
-    autoscalers: tuple[tuple[str, Component], ...]  # (pool name, its autoscaler), in the scenario's pool order
-    rolling_update: RollingPlan | None = None
-
-    def autoscaler(self, pool: str) -> Component:
-        return next(c for name, c in self.autoscalers if name == pool)
-
-
-def _placement(run, where: str) -> Component:
-    cfg = dict(run.scenario.placement or {})
+def _placement(raw: Raw, where: str) -> Component:
+    cfg = dict(raw.placement)
     name = str(cfg.pop("name", "static"))
-    entry = [n for n, p in run.pools.items() if p.role != "decode"]
+    entry = [n for n, p in raw.pools.items() if p.role != "decode"]
     cfg.setdefault("default", entry[:1])
     cfg.setdefault("routes", {})
     params = typed_params(cfg, where, "placement")
     for cls, cands in [("default", params["default"]), *((r.request_class, r.pools) for r in params["routes"])]:
-        if not cands or any(c not in run.pools or run.pools[c].role == "decode" for c in cands):
+        if not cands or any(c not in raw.pools or raw.pools[c].role == "decode" for c in cands):
             raise InputError(where, f"placement.routes.{cls}", f"{list(cands)!r} must list serving pools",
                              f"use pools among: {', '.join(entry)}")
     if name not in PLACEMENTS:
@@ -276,30 +305,58 @@ def _placement(run, where: str) -> Component:
     return Component.of(name, params)
 
 
-def resolve_fleet(run) -> FleetSetup:
-    where = f"scenario/{run.scenario.name}"
-    params = typed_params(dict(run.router), f"conf/router/{run.router_name}.yaml", "router")
+def rolling_plan(cfg: dict, pool_names: list[str], where: str) -> RollingPlan:
+    """A scenario's `rolling_update:` as a `RollingPlan`: when, how many at a time, which pools (default: all)."""
+    unknown = set(cfg) - {"at_s", "wave_size", "pools"}
+    if unknown:
+        raise unknown_key(where, f"rolling_update.{sorted(unknown)[0]}", ("at_s", "wave_size", "pools"))
+    plan = RollingPlan(float(cfg.get("at_s", 0.0)), int(cfg.get("wave_size", 1)),
+                       tuple(cfg.get("pools") or pool_names))
+    if plan.wave_size < 1 or any(p not in pool_names for p in plan.pools):
+        raise InputError(where, "rolling_update", "wave_size must be >= 1 and pools must exist",
+                         f"pools: {', '.join(pool_names)}")
+    return plan
+
+
+def group_batching(raw: Raw) -> Component:
+    """The batching group's policy and parameters (each pool's own, resolved, is its `PoolSetup.batching`)."""
+    return Component.of(raw.batching_name, typed_params(dict(raw.batching), f"conf/batching/{raw.batching_name}.yaml",
+                                                        "batching"))
+
+
+def group_router(raw: Raw) -> Component:
+    return Component.of(raw.router_name, typed_params(dict(raw.router), f"conf/router/{raw.router_name}.yaml", "router"))
+
+
+def group_autoscaler(raw: Raw) -> Component:
+    """The autoscaler group's policy and parameters (a pool with its own `autoscaler:` runs that instead)."""
+    return Component.of(raw.autoscaler_name, typed_params(dict(raw.autoscaler),
+                                                          f"conf/autoscaler/{raw.autoscaler_name}.yaml", "autoscaler"))
+
+
+def resolve_fleet(raw: Raw) -> FleetSetup:
+    where = f"scenario/{raw.scenario}"
+    params = typed_params(dict(raw.router), f"conf/router/{raw.router_name}.yaml", "router")
     cap = params.pop("max_outstanding_per_instance", None)
-    checked(f"conf/router/{run.router_name}.yaml", "parameters", "remove or rename the key",
-            lambda: make_router(run.router_name, dict(params)))
-    raw = dict(run.scenario.overload)
-    if raw.get("watch_pools") is not None:  # (typed before the record is made: compiled, it checks the field's type)
-        raw["watch_pools"] = _pools(raw["watch_pools"], where, "overload.watch_pools")
+    checked(f"conf/router/{raw.router_name}.yaml", "parameters", "remove or rename the key",
+            lambda: make_router(raw.router_name, dict(params)))
+    over = dict(raw.overload)
+    if over.get("watch_pools") is not None:
+        over["watch_pools"] = _pools(over["watch_pools"], where, "overload.watch_pools")
     overload = checked(where, "overload", f"valid keys: {', '.join(OverloadConfig.__dataclass_fields__)}",
-                       lambda: OverloadConfig(**raw))
-    if overload.fallback_pool is not None and overload.fallback_pool not in run.pools:
+                       lambda: OverloadConfig(**over))
+    if overload.fallback_pool is not None and overload.fallback_pool not in raw.pools:
         raise InputError(where, "overload.fallback_pool", f"unknown pool {overload.fallback_pool!r}",
-                         f"use one of: {', '.join(run.pools)}")
+                         f"use one of: {', '.join(raw.pools)}")
     scalers = []
-    for name, p in run.pools.items():
-        spec = dict(p.autoscaler or {"name": run.autoscaler_name, **run.autoscaler})
-        sname = str(spec.pop("name", run.autoscaler_name))
-        spec = typed_params(spec, f"{where}: pools.{name}" if p.autoscaler else f"conf/autoscaler/{sname}.yaml",
-                            "autoscaler")
+    for name in raw.pools:
+        own = raw.blocks.get(name, {}).get("autoscaler")
+        spec = dict(own or {"name": raw.autoscaler_name, **raw.autoscaler})
+        sname = str(spec.pop("name", raw.autoscaler_name))
+        spec = typed_params(spec, f"{where}: pools.{name}" if own else f"conf/autoscaler/{sname}.yaml", "autoscaler")
         checked(f"{where}: pools.{name}", "autoscaler", "see conf/autoscaler/ for each policy's keys",
                 lambda: make_autoscaler(sname, dict(spec), ScalerContext()))
         scalers.append((name, Component.of(sname, spec)))
-    return FleetSetup(Component.of(run.router_name, params), None if cap is None else int(cap),
-                      _placement(run, where), overload, tuple(scalers),
-                      RollingPlan.parse(run.scenario.rolling_update, list(run.pools), where)
-                      if run.scenario.rolling_update else None)
+    return FleetSetup(Component.of(raw.router_name, params), None if cap is None else int(cap),
+                      _placement(raw, where), overload, tuple(scalers),
+                      rolling_plan(raw.rolling_update, list(raw.pools), where) if raw.rolling_update else None)

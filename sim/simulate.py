@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from scenarios.workload import Workload
-from sim.config import RunConfig
+from inferplan.config.run import RunConfig
 from sim.core.run import run_cluster
 from sim.results.result import SimResult
 from sim.results.schema import SCHEMA_VERSION

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
-import yaml
 from packaging.version import InvalidVersion, Version
 
+from inferplan.config.yaml_files import read_yaml, read_yaml_mapping
 from calibrate.aic.names import ATTN_DTYPES, ENGINE_FAMILIES, ENGINES, GEMM_DTYPES, HARDWARE, MOE_DTYPES, SYSTEMS, TABLES
 from inferplan.errors import InputError
 
@@ -82,7 +82,7 @@ class AicDb:
             out.append((str(own), version))
         reuse = folder / "reuse.yaml"
         if reuse.is_file() and version not in seen:
-            for entry in (yaml.safe_load(reuse.read_text()) or {}).get("reuse") or []:
+            for entry in read_yaml_mapping(reuse).get("reuse") or []:
                 if entry.get("table") == stem and entry.get("from_version"):
                     out += self._files(system, family, framework, str(entry["from_version"]), seen + (version,))
         return out
@@ -97,7 +97,7 @@ class AicDb:
         v = have[-1]
         files = tuple(self._files(system, family, framework, v))
         meta_file = self._dir(system, family, framework) / v / "collection_meta.yaml"
-        meta = yaml.safe_load(meta_file.read_text()) if meta_file.is_file() else {}
+        meta = read_yaml(meta_file) if meta_file.is_file() else {}
         runtime = (meta or {}).get("runtime") or {}
         table_meta = ((meta or {}).get("tables") or {}).get(TABLES[family][1]) or {}
         keep = {k: str(runtime[k]) for k in ("framework", "version", "image", "image_digest") if k in runtime}

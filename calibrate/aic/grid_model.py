@@ -65,18 +65,10 @@ class GridModel:
         self._rows = {f: np.flatnonzero(fam == f) for f in FAMILIES if (fam == f).any()}
         self._columns = columns
         self._grids: dict[str, FamilyGrid] = {}
-        self._lookup: Any = None
+        self._lookup: Any = None   # its `calibrate.aic.lookup.GridLookup`, made on first use (`grid_lookup`)
 
     def __repr__(self) -> str:  # (the simulator keys kept cost models on the profile's repr: content, not size)
         return f"GridModel(families={sorted(self._rows)}, sha256={self.digest})"
-
-    def lookup(self) -> Any:
-        """This model's `calibrate.aic.lookup.GridLookup`, kept with it (its slices serve every cost model priced from
-        this profile in the process, as the family grids do)."""
-        if self._lookup is None:
-            from calibrate.aic.lookup import GridLookup  # (it imports this module)
-            self._lookup = GridLookup(self)
-        return self._lookup
 
     @property
     def families(self) -> tuple[str, ...]:

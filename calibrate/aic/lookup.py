@@ -360,3 +360,11 @@ class GridLookup:
             return Curve({"": _Slice(self.model, family, key, combo, dense, free)}, len(free))
         return Curve({v: _Slice(self.model, family, (key[0], v), combo, dense, free) for v in (ALIGNED, UNALIGNED)},
                      len(free))
+
+
+def grid_lookup(model: GridModel) -> GridLookup:
+    """`model`'s `GridLookup`, kept with it (its slices serve every cost model priced from this profile in the
+    process, as the family grids do)."""
+    if model._lookup is None:
+        model._lookup = GridLookup(model)
+    return model._lookup

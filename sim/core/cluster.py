@@ -11,7 +11,7 @@ from __future__ import annotations
 import simpy
 
 from scenarios.workload import Workload
-from sim.config import RunConfig
+from inferplan.config.run import RunConfig
 from sim.core.cost.factory import kv_handoff_s
 from sim.core.fleet.autoscaler import FixedScaler, ScalerContext, make_autoscaler, run_autoscaler
 from sim.core.fleet.failures import PoolFailures, peak_s

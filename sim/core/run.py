@@ -17,7 +17,7 @@ from inferplan.columns import Columns
 from inferplan.interrupts import StopFlag, stop_requested
 from scenarios.workload import Workload
 from sim.core.cluster import Cluster
-from sim.config import RunConfig
+from inferplan.config.run import RunConfig
 from sim.core.metrics import RequestRecorder, Sampler
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-import yaml
 
+from inferplan.config.yaml_files import yaml_value
 from inferplan.errors import InputError
 from sim.config import build
 from sim.plan.confidence import parse_confidence
@@ -82,7 +82,7 @@ def parse_args(argv: list[str]) -> PlanRequest:
         if key.startswith(SEARCH_PREFIX):
             search.append(arg)
         elif key in OPTION_NAMES:
-            options[key] = yaml.safe_load(value) if value.strip() else None
+            options[key] = yaml_value(value, "command line", key)
         elif key.lstrip("+~").startswith("hydra.") or key.startswith("hydra/"):
             raise InputError("command line", key, "Hydra's own settings do not apply to the planner",
                              "use out_dir=... for the plan folder and jobs=... for parallelism")

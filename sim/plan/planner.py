@@ -50,7 +50,7 @@ def default_space(run) -> SearchSpace:
         return parse_space(known["search"])
     args = [f"search.scenario.pools.{name}.instances=range(1,{2 * max(p.instances, 1) + 1})"
             for name, p in run.pools.items()
-            if str((p.autoscaler or {}).get("name", run.autoscaler_name)) == "fixed"]
+            if run.fleet.autoscaler(name).name == "fixed"]
     return parse_space(args)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.config import RunConfig
+from inferplan.config.run import RunConfig
 from sim.core.instance.itl import ItlSketch
 from sim.core.fleet.billing import pool_bill, revenue_usd, usd_per_instance_hour
 from sim.core.metrics import percentiles

@@ -77,23 +77,22 @@ class RunEvidence:
         classes = sorted(cols["request_class"].distinct())
         routes = {c: list(cluster.placement.candidates(c)) for c in classes}
         oc = cluster.overload.cfg
-        placement = dict(run.scenario.placement or {})
+        placement = run.fleet.placement
         return cls(requests=cols, pool_series=series, pools=pools, routes=routes,
                    scale_events=[tuple(e) for e in cluster.scale_log],
                    overload_transitions=[tuple(t) for t in cluster.overload.transitions],
                    fallback_pool=oc.fallback_pool if oc.enabled else None,
-                   placement=str(placement.get("name", "static")),
-                   spill_queue_per_instance=placement.get("spill_queue_per_instance"),
-                   duration_s=float(duration_s), batching=dict(run.batching),
+                   placement=placement.name,
+                   spill_queue_per_instance=placement.param("spill_queue_per_instance"),
+                   duration_s=float(duration_s), batching=run.batching.kwargs(),
                    partial=partial,
                    overload_fallback_tpot_p99_s=float(oc.fallback_tpot_p99_s) if oc.enabled else None)
 
 
 def _pool_facts(run, name: str, pool) -> PoolFacts:
-    cfg, spec = run.pools[name], pool.cfg
-    scaler = dict(cfg.autoscaler or {"name": run.autoscaler_name, **run.autoscaler})
+    spec, scaler = pool.cfg, run.fleet.autoscaler(name)
     cold = pool.cold_start
-    return PoolFacts(str(scaler.pop("name", run.autoscaler_name)), scaler, int(spec.instances),
+    return PoolFacts(scaler.name, scaler.kwargs(), int(spec.instances),
                      int(pool.min_instances), int(pool.max_instances),
                      [(float(i.started_s), float(i.active_s), float(i.stopped_s)) for i in pool.instances],
                      role=str(spec.role), kv_dtype=str(spec.kv_dtype),
@@ -105,7 +104,7 @@ def _pool_facts(run, name: str, pool) -> PoolFacts:
 
 def _batching_facts(run, name: str, pool) -> BatchingFacts:
     """The pool's scheduler, read from an instance's policy (what ran), and the override keys that reach it."""
-    cfg, engine = run.pools[name], pool.engine
+    cfg, engine, scheduler = run.pools[name], pool.engine, run.setups[name].scheduler
     policy = pool.instances[0].policy if pool.instances else None
     params = pool.batching.kwargs()
     seqs = getattr(policy, "max_num_seqs", params.get("max_num_seqs"))
@@ -116,7 +115,7 @@ def _batching_facts(run, name: str, pool) -> BatchingFacts:
                           None if seqs is None else int(seqs), None if budget is None else int(budget),
                           None if chunked is None else bool(chunked), None, None, None, None, None)
     if not engine.generic:
-        if cfg.engine is not None:  # the pool's own preset: no single override reaches its keys
+        if scheduler.own_engine:  # the pool's own preset: no single override reaches its keys
             return facts
         facts.seqs_key = "engine.max_num_seqs"
         facts.budget_key = "engine.max_num_batched_tokens" if chunked else None
@@ -135,17 +134,18 @@ def _batching_facts(run, name: str, pool) -> BatchingFacts:
         facts.chunk_on = f"{key}=chunked_prefill"
         facts.chunk_search = f"search.{key}=[{pool.batching.name},chunked_prefill]"
         from sim.resolve import _policy_defaults  # (the preset the switch loads: conf/batching/chunked_prefill.yaml)
-        facts.chunk_budget_tokens = int((cfg.batching or {}).get("token_budget",
-                                                                 _policy_defaults("chunked_prefill")["token_budget"]))
+        facts.chunk_budget_tokens = int(scheduler.pool_batching.param(  # (the pool's own key, else the preset's)
+            "token_budget", _policy_defaults("chunked_prefill")["token_budget"]))
     return facts
 
 
 def _batching_key(run, name: str, param: str) -> str:
     """The override of one batching parameter of pool `name`: its own `batching:` block where that sets the key
     (it wins over the group), `++` into it where the pool runs its own policy, else the batching group's."""
+    setting = run.setups[name].scheduler.setting(param)
+    if setting is not None:
+        return setting.override
     cfg = run.pools[name]
-    if cfg.batching and param in cfg.batching:
-        return f"scenario.pools.{name}.batching.{param}"
     if cfg.batching_policy is not None and cfg.batching_policy != run.batching_name:
         return f"++scenario.pools.{name}.batching.{param}"
     return f"batching.{param}"

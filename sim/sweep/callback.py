@@ -16,6 +16,8 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from inferplan.config.yaml_files import read_yaml
+from inferplan.errors import InputError
 from sim.sweep.table import parse_overrides, rows_from_folder, write_sweep
 from sim.terminal import compact_table, console, knob_header, ms, served_percent
 
@@ -23,14 +25,12 @@ from sim.terminal import compact_table, console, knob_header, ms, served_percent
 def comparison_table(sweep_dir: Path, rows: list[dict]):
     """A rich table of the jobs: the overrides that vary, cost, TTFT/TPOT P99, served fraction, SLO verdict;
     cheapest first among the completed ones (failed jobs last)."""
-    import yaml
-
     overrides = {}
     for r in rows:
         path = Path(sweep_dir) / str(r["run_dir"]) / ".hydra" / "overrides.yaml"
         try:
-            overrides[r["job"]] = parse_overrides(yaml.safe_load(path.read_text()) or [])
-        except (OSError, yaml.YAMLError):
+            overrides[r["job"]] = parse_overrides(read_yaml(path) or [])
+        except InputError:  # (a job folder without a readable overrides file: no overrides)
             overrides[r["job"]] = {}
     keys = list(dict.fromkeys(k for o in overrides.values() for k in o))
     varying = [k for k in keys if len({str(o.get(k)) for o in overrides.values()}) > 1]

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import yaml
 
+from inferplan.config.yaml_files import read_yaml
+from inferplan.errors import InputError
 from sim.results.flat import flatten_summary
 from sim.results.read import failed_reason, interrupted_overrides, stopped_early, try_summary
 from sim.results.schema import INTERRUPTED
@@ -62,9 +63,9 @@ def job_row(job_dir: Path, sweep_dir: Path, job: int, overrides: dict, error: st
 
 def _job_number(job_dir: Path, fallback: int) -> int:
     try:
-        hydra_cfg = yaml.safe_load((job_dir / ".hydra" / "hydra.yaml").read_text())
+        hydra_cfg = read_yaml(job_dir / ".hydra" / "hydra.yaml")
         return int(hydra_cfg["hydra"]["job"]["num"])
-    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError):
+    except (InputError, KeyError, TypeError, ValueError):
         return int(job_dir.name) if job_dir.name.isdigit() else fallback
 
 
@@ -77,7 +78,7 @@ def rows_from_folder(sweep_dir: Path) -> list[dict]:
     rows = []
     for i, job_dir in enumerate(job_dirs):
         hydra_overrides = job_dir / ".hydra" / "overrides.yaml"
-        overrides = (yaml.safe_load(hydra_overrides.read_text()) or [] if hydra_overrides.is_file()
+        overrides = (read_yaml(hydra_overrides) or [] if hydra_overrides.is_file()
                      else interrupted_overrides(job_dir))
         rows.append(job_row(job_dir, sweep_dir, _job_number(job_dir, i), parse_overrides(overrides)))
     return sorted(rows, key=lambda r: r["job"])

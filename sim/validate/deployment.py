@@ -13,8 +13,9 @@ from pathlib import Path
 
 import yaml
 
+from inferplan.config.yaml_files import read_yaml_mapping
 from inferplan.errors import InputError
-from inferplan.specs import CONF_DIR, load_model
+from inferplan.specs import CONF_DIR
 from sim.compose import compose_config
 from sim.config import RunConfig, load_run_config
 from sim.validate.measured import MeasuredRun
@@ -39,7 +40,7 @@ def model_for_id(model_id: str) -> str | None:
     """The `conf/model` name whose `hf_id` names the same model as `model_id` (instruct/chat variants share shapes)."""
     want = normalize_model_id(model_id)
     for path in sorted((CONF_DIR / "model").glob("*.yaml")):
-        hf = (yaml.safe_load(path.read_text()) or {}).get("hf_id")
+        hf = read_yaml_mapping(path).get("hf_id")
         if hf and normalize_model_id(str(hf)) == want:
             return path.stem
     return None
@@ -49,7 +50,7 @@ def derived_model_yaml(model: str, max_model_len: int, out_dir: Path) -> str:
     """A copy of `conf/model/<model>.yaml` with `max_context_tokens = max_model_len` (vLLM `--max-model-len`),
     written under `out_dir/models/`; returns its path, usable as `scenario.pools.<p>.model=<path>`."""
     src = Path(model) if model.endswith((".yaml", ".yml")) else CONF_DIR / "model" / f"{model}.yaml"
-    data = yaml.safe_load(src.read_text())
+    data = read_yaml_mapping(src)
     data["max_context_tokens"] = int(max_model_len)
     dest = Path(out_dir) / "models" / f"{src.stem}_ctx{int(max_model_len)}.yaml"
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -141,11 +142,13 @@ def resolve(measured: MeasuredRun, user_overrides: list[str], out_dir: Path,
 
 def _fill_sources(run: RunConfig, pool: str, scenario: str, sources: dict, user_keys: set, prefix: str) -> None:
     """Record the final value of every deployment setting and mark those not from the log or defaults."""
-    p = run.pools[pool]
-    model = load_model(p.model)
+    p, setup = run.pools[pool], run.setups[pool]
+    model = setup.model
+    seqs, budget = _scheduler_setting(setup, "max_num_seqs"), _scheduler_setting(setup, "token_budget")
     final = {"model": model.name, "hardware": p.hardware, "tp": p.tp, "instances": p.instances,
-             "batching": run.batching_name, "max_num_seqs": run.batching.get("max_num_seqs"),
-             "token_budget": run.batching.get("token_budget"), "max_model_len": model.max_context_tokens,
+             "batching": setup.batching.name,
+             "max_num_seqs": None if seqs is None else seqs.value,
+             "token_budget": None if budget is None else budget.value, "max_model_len": model.max_context_tokens,
              "weights_dtype": p.weights_dtype, "kv_dtype": p.kv_dtype,
              "gpu_memory_utilization": p.gpu_memory_utilization,
              "step_overhead_s": run.cost.step_overhead_s, "frontend_overhead_s": run.scenario.frontend_overhead_s,
@@ -155,15 +158,30 @@ def _fill_sources(run: RunConfig, pool: str, scenario: str, sources: dict, user_
             "token_budget": "batching.token_budget", "weights_dtype": f"{prefix}.weights_dtype",
             "kv_dtype": f"{prefix}.kv_dtype", "gpu_memory_utilization": f"{prefix}.gpu_memory_utilization",
             "step_overhead_s": "cost.step_overhead_s", "frontend_overhead_s": "scenario.frontend_overhead_s"}
+    for name, setting in (("max_num_seqs", seqs), ("token_budget", budget)):
+        if setting is not None and setting.override:
+            keys[name] = setting.override.removeprefix("++")
     for setting, value in final.items():
         key = keys.get(setting, "")
+        held = {"max_num_seqs": seqs, "token_budget": budget}.get(setting)
         if key in user_keys or any(k.startswith(key + ".") for k in user_keys if key):
             sources[setting] = {"value": value, "source": "command line"}
+        elif held is not None and not setup.engine.generic:
+            # An engine preset's scheduler runs: its own key sets the value, whatever the log offered the
+            # batching group (which does not reach this scheduler).
+            sources[setting] = {"value": value, "source": f"engine preset {setup.engine.name} ({held.source})"}
         elif setting in sources:
             sources[setting]["value"] = value
         else:
             sources[setting] = {"value": value, "source": f"assumed (not in the log): scenario {scenario} / "
                                 "config defaults"}
+
+
+def _scheduler_setting(setup, name: str):
+    """The pool's resolved scheduler setting behind a deployment setting (`token_budget` is an engine preset's
+    `max_num_batched_tokens`), with its source; None where the scheduler has no such setting."""
+    key = "max_num_batched_tokens" if name == "token_budget" and not setup.engine.generic else name
+    return setup.scheduler.setting(key)
 
 
 def check_fit_supported(run: RunConfig) -> None:

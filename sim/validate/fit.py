@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sim.config import RunConfig
+from inferplan.config.run import RunConfig
 from sim.validate.measured import MeasuredRun
 from sim.validate.replay import OP_FAMILIES, Replay, ResidualParams, replay
 

@@ -19,15 +19,15 @@ It lives with the simulator's programs: calibration never imports the simulator.
 from __future__ import annotations
 
 import numpy as np
-import yaml
 
+from inferplan.config.yaml_files import read_yaml_mapping
 from calibrate import ops
 from calibrate.efficiency import hardware_generation, load_generation
 from inferplan.specs import CONF_DIR, load_hardware
 
 
 def _cost() -> dict:
-    return yaml.safe_load((CONF_DIR / "cost" / "roofline.yaml").read_text())
+    return read_yaml_mapping(CONF_DIR / "cost" / "roofline.yaml")
 
 
 def analytical_s(family: str, cols: dict[str, np.ndarray], hardware: str) -> np.ndarray:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import yaml
 
+from inferplan.config.yaml_files import read_yaml
 from inferplan.errors import InputError
 from sim.compose import compose_config
 from sim.config import load_run_config
@@ -81,10 +82,7 @@ def read_overlay(path: str | Path) -> tuple[list[str], dict]:
     path = Path(path)
     if not path.is_file():
         raise InputError(path, "overlay", "file not found", "give the overlay yaml written by `sim.validate fit=true`")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError:
-        raise InputError(path, "overlay", "cannot parse the yaml", "give the overlay yaml written by `sim.validate fit=true`") from None
+    data = read_yaml(path)
     if not isinstance(data, dict):
         raise InputError(path, "overlay", "is not a mapping", "give the overlay yaml written by `sim.validate fit=true`")
     info = dict(data.pop("calibration", None) or {})

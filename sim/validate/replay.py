@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scenarios.workload import Workload
-from sim.config import RunConfig
+from inferplan.config.run import RunConfig
 from sim.results.result import SimResult
 from sim.simulate import simulate
 from sim.validate.arrivals import client_send_times

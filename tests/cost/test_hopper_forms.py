@@ -155,11 +155,11 @@ def _deepseek_prefill(comm_sms: int):
     from inferplan.specs import load_model
 
     dep = {"preset": "deepseek_v3_prefill", "communication": {"comm_sms": comm_sms}}
-    pool = PoolConfig(hardware="h800", model="deepseek_v3", deployment=dep)
+    pool = PoolConfig(hardware="h800", model="deepseek_v3")
     pricing = pool_pricing(load_model("deepseek_v3"), load_hardware("h800"), pool, CostConfig(profile="analytical",
                                  efficiency={"gemm": 0.7, "moe_gemm": 0.55, "attn_prefill": 0.5, "attn_decode": 0.7,
                                              "attn_mla_decode": 0.6, "elementwise": 0.6}),
-                                 token_budget=32 * 4096, where="test")
+                                 token_budget=32 * 4096, where="test", deployment=dep)
     b = BatchShape(prefill_seqs=32 * 4, prefill_tokens=32 * 4 * 4096, prefill_q_sq_sum=32 * 4 * 4096 * 4097 // 2,
                    prefill_q_ctx_sum=0, prefill_kv_tokens=32 * 4 * 4096, sampled_seqs=32 * 4)
     return pricing.cost, pricing.cost.step_cost(b)

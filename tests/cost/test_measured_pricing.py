@@ -31,8 +31,10 @@ def _run(tmp_path, name: str, *overrides: str) -> dict:
 
 
 def _pricing(model: str, hardware: str, tp: int, **pool):
+    dep = pool.pop("deployment", None)
     p = PoolConfig(hardware=hardware, model=model, tp=tp, **pool)
-    return pool_pricing(load_model(model), load_hardware(hardware), p, MEASURED, token_budget=8192, where="t")
+    return pool_pricing(load_model(model), load_hardware(hardware), p, MEASURED, token_budget=8192, where="t",
+                        deployment=dep)
 
 
 def test_llama_70b_on_h100_is_priced_from_the_h100_grid(tmp_path):

@@ -68,8 +68,9 @@ def test_deepseek_v3_fp8_on_8_h200_by_hand():
 @pytest.mark.parametrize("preset, devices, experts", [("deepseek_v3_prefill", 32, 9), ("deepseek_v3_decode", 144, 2)])
 def test_deepseek_units_fit_their_h800s(preset, devices, experts):
     m, hw = load_model("deepseek_v3"), load_hardware("h800")
-    pool = PoolConfig(hardware="h800", model="deepseek_v3", deployment={"preset": preset})
-    pricing = pool_pricing(m, hw, pool, COST, token_budget=devices * 256, where="test")
+    pool = PoolConfig(hardware="h800", model="deepseek_v3")
+    pricing = pool_pricing(m, hw, pool, COST, token_budget=devices * 256, where="test",
+                           deployment={"preset": preset})
     mem = pricing.memory
     assert pricing.devices_per_instance == devices == mem.devices and mem.fits
     (gpu,) = mem.per_device
@@ -92,12 +93,12 @@ def test_a_deployment_that_does_not_fit_names_the_pool_and_what_overflows():
                                          r"\(tp=8 dp=1 ep=1 pp=1; .*\): each h100_sxm needs 1[0-9.]+ GB of "
                                          r"weights \(experts"):
         pool_pricing(m, hw, pool, COST, token_budget=8192, where="scenario/x: pools.decode")
-    bf16_unit = PoolConfig(hardware="h800", model="deepseek_v3",
-                           deployment={"preset": "deepseek_v3_prefill",
-                                       "weights": {"attention": "bf16", "ffn": "bf16", "experts": "bf16"}})
+    bf16_unit = PoolConfig(hardware="h800", model="deepseek_v3")
+    bf16 = {"preset": "deepseek_v3_prefill", "weights": {"attention": "bf16", "ffn": "bf16", "experts": "bf16"}}
     with pytest.raises(InputError, match=r"pools.prefill: deployment: deepseek_v3 does not fit 32 x h800 \(tp=1 "
                                          r"dp=32 ep=32 pp=1.*experts 4[0-9.]+ GB"):
-        pool_pricing(m, load_hardware("h800"), bf16_unit, COST, token_budget=8192, where="pools.prefill")
+        pool_pricing(m, load_hardware("h800"), bf16_unit, COST, token_budget=8192, where="pools.prefill",
+                     deployment=bf16)
 
 
 def test_cold_experts_trade_gpu_memory_for_host_memory():

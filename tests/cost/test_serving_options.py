@@ -121,9 +121,9 @@ COST = CostConfig(profile="analytical", efficiency=EFF | {"attn_mla_decode": 0.6
 
 def _pricing(preset_or_dep, model_name="deepseek_v3", hardware="h800", tp=1, kv="bf16"):
     dep = {"preset": preset_or_dep} if isinstance(preset_or_dep, str) else preset_or_dep
-    pool = PoolConfig(hardware=hardware, model=model_name, tp=tp, kv_dtype=kv, deployment=dep)
+    pool = PoolConfig(hardware=hardware, model=model_name, tp=tp, kv_dtype=kv)
     return pool_pricing(load_model(model_name), load_hardware(hardware), pool, COST, token_budget=4096,
-                              where="t")
+                              where="t", deployment=dep)
 
 
 def test_kv_handoff_moves_one_copy_of_the_latent_over_one_gpus_nic():

@@ -9,7 +9,8 @@ import simpy
 
 from sim.core.cost.base import PARTS, BatchShape, StepCost
 from sim.core.instance.batching.engine import EngineBatching
-from sim.core.instance.engine import EnginePreset
+from inferplan.config.engine import EnginePreset
+from sim.core.instance.engine import build_scheduler
 from sim.core.instance.frontend import FrontEnd
 from sim.core.instance.instance import Instance
 from sim.core.instance.kv_cache import BlockManager
@@ -78,7 +79,7 @@ def test_a_failed_instance_returns_the_requests_still_in_its_front_end():
 
 
 def test_all_zero_is_no_front_end():
-    policy = EnginePreset(name="x").batching(BlockManager(8, 16), 4096, 128)
+    policy = build_scheduler(EnginePreset(name="x"), BlockManager(8, 16), 4096, 128)
     assert policy.frontend is None
     env, inst, policy, done = instance(FrontEnd())
     inst.submit(SimRequest(0, 0.0, 10, 2), 0.0)
@@ -86,7 +87,7 @@ def test_all_zero_is_no_front_end():
     env.run()
     assert done[0] == pytest.approx(2 * STEP_S)
     preset = EnginePreset(name="x", frontend_per_request_s=0.03, frontend_per_stream_s=0.001)
-    assert preset.batching(BlockManager(8, 16), 4096, 128).frontend == FrontEnd(0.03, 0.0, 0.001)
+    assert build_scheduler(preset, BlockManager(8, 16), 4096, 128).frontend == FrontEnd(0.03, 0.0, 0.001)
 
 
 def test_fit_recovers_the_coefficients_of_an_additive_gap_and_keeps_them_nonnegative():

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from inferplan.labels import Labels
-from sim.config import SloConfig
+from inferplan.config.run import ClassTarget, SloConfig
 from sim.review.verdict import missed, verdicts
 
 
@@ -17,7 +17,7 @@ def _cols(rows):
     return c
 
 
-SLO = SloConfig(ttft_p99_s=1.0, tpot_p99_s=0.05, served_fraction=0.9, classes={"batch": {"ttft_p99_s": 100.0, "tpot_p99_s": 1.0}})
+SLO = SloConfig(ttft_p99_s=1.0, tpot_p99_s=0.05, served_fraction=0.9, classes=(ClassTarget("batch", 100.0, 1.0),))
 
 
 def _find(recs, slo, cls, pool):

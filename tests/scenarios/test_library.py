@@ -144,7 +144,7 @@ def test_batch_offline_bills_each_pool_only_for_its_half_and_the_gpu_costs_less_
         mine = cols["request_class"] == cls
         assert set(cols["pool"][mine]) == {pool}
         last_finish_s = np.nanmax(cols["finish_s"][mine])
-        interval_s = (run.pools[pool].autoscaler or {}).get("interval_s", 0.0)
+        interval_s = float(run.fleet.autoscaler(pool).param("interval_s", 0.0))
         # Scaled to zero once its half is done: billed at most until the next autoscaler decision after it.
         assert pools[pool]["billed_instance_hours"] * 3600 <= \
             run.pools[pool].instances * (last_finish_s + interval_s + 1)

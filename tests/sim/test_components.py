@@ -1,13 +1,13 @@
-"""Configuration below the config layer is typed (`inferplan.component.Component`, `ColdStart`) and checked at
+"""Configuration below the config layer is typed (`inferplan.config.component.Component`, `ColdStart`) and checked at
 load: a bad batching parameter, cold-start key, router or autoscaler parameter is refused by `load_run_config`,
 in one message form, before any pool is built."""
 from __future__ import annotations
 
 import pytest
 
-from inferplan.component import Component
+from inferplan.config.component import Component
 from inferplan.errors import InputError
-from sim.core.fleet.cold_start import ColdStart
+from inferplan.config.fleet import ColdStart
 from sim.core.instance.engine import EnginePreset
 from tests.sim.helpers import run_config
 

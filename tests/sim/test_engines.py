@@ -10,7 +10,8 @@ import pytest
 from inferplan.errors import InputError
 from scenarios.workload import Workload
 from sim.core.instance.batching.engine import EngineBatching
-from sim.core.instance.engine import graph_sizes
+from inferplan.config.engine import graph_sizes
+from sim.core.instance.engine import build_scheduler
 from sim.core.instance.kv_cache import BlockManager
 from sim.core.instance.request_state import SimRequest
 from sim.core.instance.batch import ScheduledBatch
@@ -157,7 +158,7 @@ def test_sglang_v04_preset_overlaps_and_caps_its_request_pool():
     # max_running_requests rule, 100,000 KV tokens, context 8,192: int(100000 / 8192 x 512) = 6,250 request slots,
     # capped at 4,096 (0.4.0) or 5,120 (0.3.0); minus one, and under KV tokens // 2.
     assert v04.max_seqs(8192, 100_000) == 4095 and v03.max_seqs(8192, 100_000) == 5119
-    assert v03.batching(BlockManager(1, 1), 8192, 100_000).max_num_seqs == 5119
+    assert build_scheduler(v03, BlockManager(1, 1), 8192, 100_000).max_num_seqs == 5119
     row = {"id": "T", "engine": "SGLang", "engine_version": "0.4.1", "flags": ""}
     assert engine_preset(row) == "sglang_v04" and engine_preset({**row, "engine_version": "0.3.0"}) == "sglang"
     # End to end on A/B (the constant cost is all host overhead, so overlap hides none of it here): completes.

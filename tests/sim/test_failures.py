@@ -11,7 +11,7 @@ import pytest
 
 from inferplan.errors import InputError
 from scenarios.workload import Workload
-from sim.core.fleet.cold_start import CHUNKED_LOAD_BYTES_PER_S
+from inferplan.config.fleet import CHUNKED_LOAD_BYTES_PER_S
 from sim.core.fleet.failures import peak_s
 from sim.simulate import simulate
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from scenarios.workload import Workload
-from sim.core.fleet.cold_start import CHUNKED_LOAD_BYTES_PER_S
+from inferplan.config.fleet import CHUNKED_LOAD_BYTES_PER_S
 from sim.core.fleet.overload import BREAKER, FALLBACK, NORMAL, SCALE_UP, OverloadConfig, OverloadLadder
 from sim.simulate import simulate
 

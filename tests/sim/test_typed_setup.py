@@ -7,16 +7,16 @@ import dataclasses
 
 import pytest
 
-from inferplan.component import Component
+from inferplan.config.component import Component
 from inferplan.errors import InputError
-from sim.core.fleet.autoscaler.scheduled import PlanStep
-from sim.core.fleet.placement import ClassSlo, Route
-from sim.core.instance.engine import EnginePreset
+from inferplan.config.fleet import ClassSlo, PlanStep, Route
+from inferplan.config.engine import EnginePreset
 from tests.sim.helpers import run_config
 
 SYNTH = ["cost=constant", "cost.step_time_s=0.01", "cost.per_token_s=0"]
-# Types owned by other parts (specs, cost, calibration): their insides are not this layer's to check.
-FOREIGN = ("inferplan.specs", "sim.core.cost", "calibrate")
+# Records whose str -> number tables are typed mappings by design (a device's peak FLOP/s per compute format, a
+# deployment's weight format per weight group), and types owned by other parts (cost, calibration).
+FOREIGN = ("inferplan.config.specs", "inferplan.config.deployment", "sim.core.cost", "calibrate")
 
 
 def plain_blocks(obj, path: str = "setup") -> list[str]:

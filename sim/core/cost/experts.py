@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from sim.core.cost.deployment import ExpertOptions
+from inferplan.config.deployment import ExpertOptions
 
 
 def expert_loads(opts: ExpertOptions, num_experts: int) -> np.ndarray | None:

@@ -10,15 +10,15 @@ import dataclasses
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from calibrate.efficiency import Generation
 from calibrate.profile import Profile, load_profile
+from inferplan.config.deployment import Deployment
+from inferplan.config.run import CostConfig, PoolConfig
+from inferplan.config.specs import HardwareSpec, ModelSpec
 from inferplan.errors import InputError
 from inferplan.paths import REPO_ROOT
-from inferplan.specs import HardwareSpec, ModelSpec
-from sim.config import CostConfig, PoolSpec
 from sim.core.cost.base import CostModel
 from sim.core.cost.constant import SyntheticCostModel
-from sim.core.cost.deployment import Deployment
-from calibrate.efficiency import Generation
 from sim.core.cost.layout import build_layout
 from sim.core.cost.memory import MemoryPlan, plan_memory
 from sim.core.cost.pricer import OpPricer
@@ -96,10 +96,10 @@ def kv_handoff_s(prefill: PoolPricing, decode: PoolPricing, tokens: int) -> floa
     return prefill.kv_transfer_s(tokens, bw, max(prefill.kv_link_latency_s, decode.kv_link_latency_s))
 
 
-def build_pool_pricing(model: ModelSpec, hw: HardwareSpec, p: PoolSpec, cost_cfg: CostConfig, *,
+def build_pool_pricing(model: ModelSpec, hw: HardwareSpec, p: PoolConfig, cost_cfg: CostConfig, *,
                        token_budget: int, where: str, dep: Deployment, profile=None,
                        generation: Generation | None = None) -> PoolPricing:
-    """The pool's pricing from inputs resolved at load (sim/config.py `PoolSetup`: the parsed deployment, the
+    """The pool's pricing from inputs resolved at load (inferplan/config/run.py `PoolSetup`: the parsed deployment, the
     measured profile or None, the GPU generation's fitted forms or None); reads no files."""
     lay = build_layout(model, dep, where)
     mem = plan_memory(model, hw, dep, lay, kv_dtype=p.kv_dtype, block_size_tokens=p.block_size_tokens,
@@ -128,7 +128,7 @@ def build_pool_pricing(model: ModelSpec, hw: HardwareSpec, p: PoolSpec, cost_cfg
     return PoolPricing(cost, mem, dep.devices, link, hw.inter_node_latency_s, dep)
 
 
-def _cost_model(model: ModelSpec, hw: HardwareSpec, pricer: OpPricer, p: PoolSpec, cost_cfg: CostConfig,
+def _cost_model(model: ModelSpec, hw: HardwareSpec, pricer: OpPricer, p: PoolConfig, cost_cfg: CostConfig,
                 dep: Deployment, where: str) -> LayeredCostModel:
     """The pool's layered cost model: a kept one built from the same content, else a new one (kept)."""
     key = repr((model, hw, pricer.generation, pricer.profile, sorted(cost_cfg.efficiency.items()), cost_cfg.launch_s,
@@ -145,7 +145,7 @@ def _cost_model(model: ModelSpec, hw: HardwareSpec, pricer: OpPricer, p: PoolSpe
     return cost
 
 
-def _new_cost_model(model: ModelSpec, hw: HardwareSpec, pricer: OpPricer, p: PoolSpec, cost_cfg: CostConfig,
+def _new_cost_model(model: ModelSpec, hw: HardwareSpec, pricer: OpPricer, p: PoolConfig, cost_cfg: CostConfig,
                     dep: Deployment, where: str) -> LayeredCostModel:
     return LayeredCostModel(model, hw, pricer, tp=p.tp, weights_dtype=p.weights_dtype, kv_dtype=p.kv_dtype,
                             step_overhead_s=cost_cfg.step_overhead_s, link_efficiency=cost_cfg.link_efficiency,

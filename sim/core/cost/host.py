@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from calibrate.profile import Profile
-from sim.core.cost.deployment import HostOptions
+from inferplan.config.deployment import HostOptions
 
 # Assumption: PyTorch eager dispatch plus cudaLaunchKernel costs 5-10 us of CPU per kernel in serving engines
 # (docs/cost-model.md); 6 us is used.

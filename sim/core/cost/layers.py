@@ -15,7 +15,7 @@ from calibrate import ops
 from inferplan.specs import ModelSpec
 from sim.core.cost import experts as ex
 from sim.core.cost.comm import Links
-from sim.core.cost.deployment import Deployment
+from inferplan.config.deployment import Deployment
 from sim.core.cost.host import ELEMENTWISE_KERNELS
 from sim.core.cost.layout import Layout
 from sim.core.cost.pricer import OpPricer

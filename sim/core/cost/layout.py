@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from inferplan.errors import InputError
 from inferplan.specs import ModelSpec
-from sim.core.cost.deployment import Deployment
+from inferplan.config.deployment import Deployment
 
 
 @dataclass(frozen=True)

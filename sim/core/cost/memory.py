@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 
 from inferplan.specs import HardwareSpec, ModelSpec
-from sim.core.cost.deployment import Deployment
+from inferplan.config.deployment import Deployment
 from sim.core.cost.layout import Layout
 from sim.core.cost.weights import device_host_weight_bytes, device_weight_bytes, kv_layer_bytes, stage_layers
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from calibrate import ops
 from calibrate.aic.grid_model import decode_shape, prefill_shape
+from calibrate.aic.lookup import grid_lookup
 from calibrate.ops import check_dtype
 from calibrate.profile import EfficiencyCurve, Profile
 from inferplan.specs import HardwareSpec
@@ -52,7 +53,7 @@ class OpPricer:
         self.analytical: set[tuple[str, str]] = set()
         # A grid profile's measured latencies (None: curves or analytical forms price everything), which of its
         # keys are covered (kept: asked for every op priced), and why each op it does not price fell back.
-        self.grid: Any = profile.grid.lookup() if profile is not None and profile.grid is not None else None
+        self.grid: Any = grid_lookup(profile.grid) if profile is not None and profile.grid is not None else None
         self._covered: dict[tuple, bool] = {}
         self._gemm_grid: dict[str, bool] = {}  # GEMM format -> measured (the call rate's cheapest check)
         self._gemm_curves: dict[tuple, Any] = {}  # (format, n, k) -> the grid's GEMM over its rows

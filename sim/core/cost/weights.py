@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from calibrate.ops import check_dtype
 from inferplan.specs import ModelSpec
-from sim.core.cost.deployment import Deployment
+from inferplan.config.deployment import Deployment
 from sim.core.cost.layout import Layout, Stage
 
 BF16_BYTES = 2.0

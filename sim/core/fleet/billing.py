@@ -2,7 +2,7 @@
 
 Billing: each instance is paid from the moment it is asked for (provisioning and loading included) until it
 stops (or fails), rounded up to `billing_granularity_s` per instance (1 s = per-second billing; 3600 = hourly).
-Price: the pool's on-demand price per instance-hour less its pricing's discount (`PoolPrice`: on demand 0,
+Price: the pool's on-demand price per instance-hour less its pricing's discount (`PoolPrice`, inferplan/config/fleet.py: on demand 0,
 reserved and spot the fractions the scenario's `pricing:` block states; a spot pool's interruptions are
 failures, sim/core/fleet/failures.py).
 Energy: per device, idle power while alive plus (rated power - idle) x the fraction of time spent in iterations.
@@ -15,20 +15,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from dataclasses import dataclass
-
 import numpy as np
 
-PRICINGS = ("on_demand", "reserved", "spot")
-
-
-@dataclass(frozen=True)
-class PoolPrice:
-    """How a pool's instances are bought (`pricing:`, checked at load by sim/resolve.py): `discount` is the
-    fraction taken off the on-demand price (0 <= discount < 1)."""
-
-    kind: str = "on_demand"
-    discount: float = 0.0
+from inferplan.config.run import PriceSheet
 
 
 def usd_per_instance_hour(pool) -> float:
@@ -80,17 +69,17 @@ def pool_bill(pool, end_s: float, granularity_s: float) -> dict:
             "energy_kwh": energy_kwh}
 
 
-def revenue_usd(cols: Mapping[str, Any], price_sheet: dict | None) -> dict | None:
+def revenue_usd(cols: Mapping[str, Any], price_sheet: PriceSheet | None) -> dict | None:
     """Revenue of the completed requests under a price sheet; None without one."""
-    if not price_sheet:
+    if price_sheet is None:
         return None
     done = cols["status"] == "completed"
     cached = cols["cached_tokens"][done].astype(np.float64)
     miss = cols["prompt_tokens"][done] - cached
     out = cols["output_tokens"][done].astype(np.float64)
-    hit_p = float(price_sheet.get("usd_per_million_input_tokens_cache_hit", 0.0))
-    miss_p = float(price_sheet.get("usd_per_million_input_tokens_cache_miss", 0.0))
-    out_p = float(price_sheet.get("usd_per_million_output_tokens", 0.0))
+    hit_p = float(price_sheet.usd_per_million_input_tokens_cache_hit)
+    miss_p = float(price_sheet.usd_per_million_input_tokens_cache_miss)
+    out_p = float(price_sheet.usd_per_million_output_tokens)
     rev = (cached.sum() * hit_p + miss.sum() * miss_p + out.sum() * out_p) / 1e6
     return {"usd": float(rev), "input_cache_hit_tokens": float(cached.sum()), "input_cache_miss_tokens": float(miss.sum()),
             "output_tokens": float(out.sum())}

@@ -7,7 +7,7 @@ the pool's other instances as a fresh arrival of its remaining work (its prompt 
 are recomputed, the KV being gone, as after a preemption by recomputation), or rejects it (`instance_failure`)
 when the pool has no active instance left to take it. A failed serving instance is replaced: `repair_s` after the
 failure (detection and repair, or procurement of a new node) the pool asks for a new instance, which goes through
-the pool's cold start (`cold_start.py`; a warm spare switches in instead when one is kept). A spot interruption is
+the pool's cold start (`ColdStart`, inferplan/config/fleet.py; a warm spare switches in instead when one is kept). A spot interruption is
 replaced at once (repair 0: a new spot node is requested immediately, and cold-starts). A draining instance that
 fails is not replaced: it was leaving.
 
@@ -21,10 +21,10 @@ memoryless: one draw at activation is the same law as a hazard applied over its 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
+from inferplan.config.fleet import FailureAt, FailurePlan
 from scenarios.rng import stream
 
 PEAK_BINS = 20            # the workload's span is cut into this many bins to find its busiest (see `peak_s`)
@@ -32,35 +32,6 @@ FLAT_SIGMAS = 4.0         # a bin is a peak only when it exceeds the mean by mor
 FLAT_AT_FRACTION = 0.1    # a flat workload's "peak": 10% into its arrivals
 
 SCHEDULED, RANDOM, SPOT = "scheduled", "random", "spot"   # why an instance failed (summary `failures.causes`)
-
-
-@dataclass(frozen=True)
-class FailureAt:
-    """A given-time failure of `instances` active instances of a pool (`failures: [{at_s, instances, repair_s}]`).
-    `at_peak` (`at_s: peak`): at the start of the workload's busiest bin (`peak_s`); `repair_cold_start`
-    (`repair_s: cold_start`): the replacement is asked for one cold start after the failure."""
-
-    at_s: float = 0.0
-    instances: int = 1
-    repair_s: float = 0.0
-    at_peak: bool = False
-    repair_cold_start: bool = False
-
-
-@dataclass(frozen=True)
-class FailurePlan:
-    """A pool's failures, parsed and checked at load (sim/resolve.py): given times, a random failure rate per
-    instance (`mtbf_s` > 0, replaced `repair_s` later), spot interruptions (`spot_mtbf_s` > 0, replaced at once).
-    The default plan has none: the pool's instances never fail."""
-
-    given: tuple[FailureAt, ...] = ()
-    mtbf_s: float = 0.0
-    repair_s: float = 0.0
-    spot_mtbf_s: float = 0.0
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self.given) or self.mtbf_s > 0.0 or self.spot_mtbf_s > 0.0
 
 
 def peak_s(arrival_s: np.ndarray) -> float:

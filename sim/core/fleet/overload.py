@@ -10,27 +10,11 @@ breaker rejects new requests with reason `circuit_breaker`. A level is released 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from inferplan.config.fleet import OverloadConfig
 from sim.core.fleet.monitor import Window
 
 NORMAL, SCALE_UP, FALLBACK, BREAKER = 0, 1, 2, 3
 LEVEL_NAMES = ("normal", "scale_up", "fallback", "circuit_breaker")
-
-
-@dataclass
-class OverloadConfig:
-    enabled: bool = False
-    window_s: float = 30.0
-    check_interval_s: float = 1.0
-    scale_up_tpot_p99_s: float = 0.050
-    fallback_tpot_p99_s: float = 0.080
-    breaker_tpot_p99_s: float = 0.120
-    release_fraction: float = 0.8
-    fallback_pool: str | None = None
-    watch_pools: tuple[str, ...] | None = None
-    max_queue_per_instance: float | None = None
-    min_samples: int = 20   # a P99 over fewer finished requests is not acted on
 
 
 class OverloadLadder:

@@ -12,27 +12,9 @@ Adding a policy: a class here, one line in `PLACEMENTS`, a documented `placement
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
+from inferplan.config.fleet import ClassSlo, Route
 from sim.core.fleet.billing import usd_per_instance_hour
-
-
-@dataclass(frozen=True)
-class Route:
-    """One entry of `placement.routes`: a request class and its candidate pools, most preferred first."""
-
-    request_class: str
-    pools: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class ClassSlo:
-    """One entry of `placement.class_slo` (cost_aware): the windowed P99 bounds a pool must meet for the class
-    (None: not checked)."""
-
-    request_class: str
-    ttft_p99_s: float | None = None
-    tpot_p99_s: float | None = None
 
 
 def saturation(pool) -> float:

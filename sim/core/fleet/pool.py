@@ -12,14 +12,14 @@ from collections.abc import Callable
 
 import simpy
 
+from inferplan.config.fleet import ColdStart, PoolPrice
+from inferplan.config.run import PoolConfig, RunConfig, instance_bounds
 from inferplan.errors import InputError
-from sim.config import PoolConfig, PoolSpec, RunConfig, instance_bounds
 from sim.core.cost.factory import build_pool_pricing
-from sim.core.fleet.billing import PoolPrice
-from sim.core.fleet.cold_start import ColdStart
 from sim.core.fleet.failures import PoolFailures
 from sim.core.instance.batching import make_policy, policy_class
 from sim.core.instance.batching.base import BatchingPolicy
+from sim.core.instance.engine import build_scheduler
 from sim.core.instance.instance import Instance
 from sim.core.instance.kv_cache import BlockManager, SharedKVTier
 from sim.core.instance.request_state import SimRequest
@@ -34,7 +34,7 @@ class Pool:
         # `config` is the config-layer record; the pool reads only its setup, resolved and typed at load
         # (sim/resolve.py): nothing is read from disk here and no block of the yaml reaches the pool as a dict.
         setup = run.setups[name]
-        p: PoolSpec = setup.pool
+        p: PoolConfig = setup.pool
         self.env, self.name, self.cfg, self.run = env, name, p, run
         self.hardware, self.model = setup.hardware, setup.model
         # Where this pool's requests go after their first token: its decode pool for a prefill-role pool, else ""
@@ -94,8 +94,9 @@ class Pool:
         if self.engine.generic:  # (its parameters were checked at load: sim/resolve.py)
             policy = make_policy(self.batching.name, kv, self.batching.kwargs())
         else:  # the engine preset's scheduler over this pool's KV capacity and host link (checked at load)
-            policy = self.engine.batching(kv, self.model.max_context_tokens, mem.num_blocks * mem.block_size_tokens,
-                                          hw.host_link_bandwidth_bytes_per_s, mem.devices)
+            policy = build_scheduler(self.engine, kv, self.model.max_context_tokens,
+                                     mem.num_blocks * mem.block_size_tokens, hw.host_link_bandwidth_bytes_per_s,
+                                     mem.devices)
         index = len(self.instances)
         inst = Instance(self.env, self.name, index, policy, kv, self.cost, self._on_finish,
                         self.run.fast_forward, on_first_token=self._on_first_token, on_stopped=self._on_stopped,

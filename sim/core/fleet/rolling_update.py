@@ -6,30 +6,7 @@ the previous one serves again. The capacity dip is visible in the time series.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from inferplan.errors import InputError, unknown_key
-
-
-@dataclass(frozen=True)
-class RollingPlan:
-    """A scenario's `rolling_update:`, checked at load (`RollingPlan.parse`): when, how many at a time, which pools."""
-
-    at_s: float
-    wave_size: int
-    pools: tuple[str, ...]
-
-    @staticmethod
-    def parse(cfg: dict, pool_names: list[str], where: str) -> RollingPlan:
-        unknown = set(cfg) - {"at_s", "wave_size", "pools"}
-        if unknown:
-            raise unknown_key(where, f"rolling_update.{sorted(unknown)[0]}", ("at_s", "wave_size", "pools"))
-        plan = RollingPlan(float(cfg.get("at_s", 0.0)), int(cfg.get("wave_size", 1)),
-                           tuple(cfg.get("pools") or pool_names))
-        if plan.wave_size < 1 or any(p not in pool_names for p in plan.pools):
-            raise InputError(where, "rolling_update", "wave_size must be >= 1 and pools must exist",
-                             f"pools: {', '.join(pool_names)}")
-        return plan
+from inferplan.config.fleet import RollingPlan
 
 
 class RollingUpdate:

@@ -1,129 +1,34 @@
-"""Engine presets (`conf/engine/<name>.yaml`): an engine's scheduler semantics and memory defaults, as one typed,
-frozen `EnginePreset` resolved at load (sim/resolve.py `engine_preset`); what depends on the pool's KV capacity
-(known only once its memory plan is built) is a method taking that capacity.
-
-A pool takes the `engine` group's preset (default `generic`: the `batching` group decides, as before), or its own
-`engine:` (a preset name, or a mapping `{name: <preset>, <key>: <override>...}`). Keys (each yaml names the
-engine version and the source of each default):
-  max_num_seqs, max_num_batched_tokens, chunked_prefill, iteration, admission, watermark_fraction, preemption,
-  num_scheduler_steps, stream_each_step, cuda_graph_sizes {small: [...], step, max}, new_token_ratio_init/min/decay,
-  host_per_seq_s, overlap, frontend_per_request_s, frontend_per_prompt_token_s, frontend_per_stream_s
-  (sim/core/instance/frontend.py: the API server's time before a request reaches the scheduler), swap_space_gib,
-  gpu_memory_utilization (+ gpu_memory_utilization_by_tp),
-  kv_free_memory_fraction, block_size_tokens.
-Rules for `null`: max_num_batched_tokens -> max(model context, 2048) (vLLM V0 without chunked prefill);
-max_num_seqs -> SGLang's max_running_requests rule over the pool's KV tokens (its request-pool cap
-`req_pool_cap`, default 5120 as in 0.3.0); gpu_memory_utilization -> the
-`_by_tp` entry for the largest tp <= the pool's, else the pool's own value.
+"""The engine preset's scheduler and front end, built for one instance: the preset itself is a record
+(`inferplan/config/engine.py` `EnginePreset`, resolved at load); what depends on the instance's KV cache and the
+pool's hardware is built here, when the pool starts an instance.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from inferplan.config.engine import EnginePreset
 from sim.core.instance.batching.engine import EngineBatching
 from sim.core.instance.frontend import FrontEnd
 from sim.core.instance.kv_cache import BlockManager
 
-POLICY_KEYS = ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "iteration", "admission",
-               "watermark_fraction", "preemption", "num_scheduler_steps", "stream_each_step", "cuda_graph_sizes",
-               "new_token_ratio_init", "new_token_ratio_min", "new_token_ratio_decay", "host_per_seq_s", "overlap",
-               "frontend_per_request_s", "frontend_per_prompt_token_s", "frontend_per_stream_s")
-RULE_KEYS = ("req_pool_cap",)  # (inputs of the `null` rules, not scheduler parameters)
-MEMORY_KEYS = ("gpu_memory_utilization", "gpu_memory_utilization_by_tp", "kv_free_memory_fraction",
-               "block_size_tokens", "swap_space_gib")
-DOC_KEYS = ("name", "engine_version")
-GENERIC = "generic"
+
+def frontend(preset: EnginePreset) -> FrontEnd:
+    """The API server's time outside the kernels (all zero: none)."""
+    return FrontEnd(float(preset.frontend_per_request_s), float(preset.frontend_per_prompt_token_s),
+                    float(preset.frontend_per_stream_s))
 
 
-def graph_sizes(rule) -> tuple[int, ...]:
-    """Captured decode batch sizes from `{small: [1, 2, 4], step: 8, max: 256}` ({} or null: none)."""
-    if not rule:
-        return ()
-    sizes = set(int(s) for s in rule.get("small", ()))
-    step, top = int(rule.get("step", 8)), int(rule.get("max", 0))
-    sizes.update(range(step, top + 1, step))
-    return tuple(sorted(s for s in sizes if s <= top))
-
-
-@dataclass(frozen=True)
-class EnginePreset:
-    """One pool's engine preset, resolved and checked at load (`generic`: no preset, the batching group decides).
-    Field names are the yaml keys; defaults are `EngineBatching`'s. `cuda_graph_sizes` is the captured batch
-    sizes the yaml's rule expands to; `gpu_memory_utilization_by_tp` is (tp, fraction) pairs in yaml order."""
-
-    name: str = GENERIC
-    engine_version: str = ""
-    max_num_seqs: int | None = None              # None: SGLang's rule over the pool's KV tokens
-    max_num_batched_tokens: int | None = None    # None: max(model context, 2048)
-    chunked_prefill: bool = False
-    iteration: str = "mixed"
-    admission: str = "on_demand"
-    watermark_fraction: float = 0.0
-    preemption: str = "recompute"
-    num_scheduler_steps: int = 1
-    stream_each_step: bool = True
-    cuda_graph_sizes: tuple[int, ...] = ()
-    new_token_ratio_init: float = 0.7
-    new_token_ratio_min: float = 0.1
-    new_token_ratio_decay: float = 0.001
-    host_per_seq_s: float = 0.0
-    overlap: str = "none"
-    frontend_per_request_s: float = 0.0          # s per request: receive, hand to the engine core, first chunk out
-    frontend_per_prompt_token_s: float = 0.0     # s per prompt token: tokenise, hash blocks
-    frontend_per_stream_s: float = 0.0           # s per stream the instance holds when the request arrives
-    swap_space_gib: float = 0.0                  # host swap space per GPU (preemption: swap)
-    req_pool_cap: int = 5120                     # requests: the cap of SGLang's request pool (max_num_seqs rule)
-    gpu_memory_utilization: float | None = None  # None: the `_by_tp` entry, else the pool's own value
-    gpu_memory_utilization_by_tp: tuple[tuple[int, float], ...] = ()
-    kv_free_memory_fraction: float | None = None  # None: 1.0 (all of what weights and activations leave)
-    block_size_tokens: int | None = None         # None: the pool's own
-
-    @property
-    def generic(self) -> bool:
-        return self.name == GENERIC
-
-    def memory_settings(self, tp: int, pool_utilization: float, pool_block_tokens: int) -> tuple[float, int]:
-        """(gpu_memory_utilization, block_size_tokens) the engine gives a pool of tensor parallelism `tp`."""
-        util = self.gpu_memory_utilization
-        if util is None:
-            fitting = [k for k, _ in self.gpu_memory_utilization_by_tp if k <= tp]
-            util = dict(self.gpu_memory_utilization_by_tp)[max(fitting)] if fitting else pool_utilization
-        block = self.block_size_tokens
-        return float(util), int(block if block is not None else pool_block_tokens)
-
-    def kv_free_fraction(self) -> float:
-        """Share of what weights and activations leave that KV takes (TRT-LLM's kv_free_memory_fraction)."""
-        return float(self.kv_free_memory_fraction or 1.0)
-
-    def token_budget(self, max_context_tokens: int) -> int:
-        """Tokens per iteration (`max_num_batched_tokens`, its `null` rule resolved for the model's context)."""
-        return int(self.max_num_batched_tokens or max(max_context_tokens, 2048))
-
-    def max_seqs(self, max_context_tokens: int, kv_tokens: int) -> int:
-        """Running sequences at most: the preset's value, or SGLang's rule over the pool's `kv_tokens`."""
-        if self.max_num_seqs is not None:
-            return self.max_num_seqs
-        pool = min(max(int(kv_tokens / max_context_tokens * 512), 2048), int(self.req_pool_cap or 5120))
-        return max(1, min(kv_tokens // 2, pool - 1))
-
-    def frontend(self) -> FrontEnd:
-        """The API server's time outside the kernels (all zero: none)."""
-        return FrontEnd(float(self.frontend_per_request_s), float(self.frontend_per_prompt_token_s),
-                        float(self.frontend_per_stream_s))
-
-    def batching(self, kv: BlockManager, max_context_tokens: int, kv_tokens: int,
-                 host_link_bytes_per_s: float = 0.0, gpus: int = 1) -> EngineBatching:
-        """The engine's scheduler over `kv` for a pool holding `kv_tokens` tokens of KV per instance (swap
-        preemption moves KV over the hardware's host link into `swap_space_gib` per GPU)."""
-        swap = self.preemption == "swap"
-        return EngineBatching(
-            kv, max_num_seqs=self.max_seqs(max_context_tokens, kv_tokens),
-            max_num_batched_tokens=self.token_budget(max_context_tokens), chunked_prefill=self.chunked_prefill,
-            admission=self.admission, watermark_fraction=self.watermark_fraction, preemption=self.preemption,
-            iteration=self.iteration, num_scheduler_steps=self.num_scheduler_steps,
-            stream_each_step=self.stream_each_step, cuda_graph_sizes=self.cuda_graph_sizes,
-            new_token_ratio_init=self.new_token_ratio_init, new_token_ratio_min=self.new_token_ratio_min,
-            new_token_ratio_decay=self.new_token_ratio_decay, host_per_seq_s=self.host_per_seq_s,
-            overlap=self.overlap, frontend=self.frontend(),
-            swap_bandwidth_bytes_per_s=float(host_link_bytes_per_s) if swap else 0.0,
-            swap_space_bytes=float(self.swap_space_gib or 0.0) * 2**30 * gpus if swap else 0.0)
+def build_scheduler(preset: EnginePreset, kv: BlockManager, max_context_tokens: int, kv_tokens: int,
+                    host_link_bytes_per_s: float = 0.0, gpus: int = 1) -> EngineBatching:
+    """The engine's scheduler over `kv` for a pool holding `kv_tokens` tokens of KV per instance (swap
+    preemption moves KV over the hardware's host link into `swap_space_gib` per GPU)."""
+    swap = preset.preemption == "swap"
+    return EngineBatching(
+        kv, max_num_seqs=preset.max_seqs(max_context_tokens, kv_tokens),
+        max_num_batched_tokens=preset.token_budget(max_context_tokens), chunked_prefill=preset.chunked_prefill,
+        admission=preset.admission, watermark_fraction=preset.watermark_fraction, preemption=preset.preemption,
+        iteration=preset.iteration, num_scheduler_steps=preset.num_scheduler_steps,
+        stream_each_step=preset.stream_each_step, cuda_graph_sizes=preset.cuda_graph_sizes,
+        new_token_ratio_init=preset.new_token_ratio_init, new_token_ratio_min=preset.new_token_ratio_min,
+        new_token_ratio_decay=preset.new_token_ratio_decay, host_per_seq_s=preset.host_per_seq_s,
+        overlap=preset.overlap, frontend=frontend(preset),
+        swap_bandwidth_bytes_per_s=float(host_link_bytes_per_s) if swap else 0.0,
+        swap_space_bytes=float(preset.swap_space_gib or 0.0) * 2**30 * gpus if swap else 0.0)

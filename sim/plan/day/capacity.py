@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 import simpy
 
 from inferplan.errors import InputError
-from sim.config import RunConfig
+from inferplan.config.run import RunConfig
 from sim.core.cost.base import BatchShape
 from sim.core.fleet.pool import Pool
 from sim.plan.day.traffic import RequestStats

@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-import yaml
 
+from inferplan.config.yaml_files import yaml_value
 from inferplan.errors import InputError
 from sim.config import build
 
@@ -77,7 +77,7 @@ def parse_day_args(argv: list[str]) -> tuple[DayOptions, tuple[str, ...]]:
         if key in RAW:      # (not YAML: `1:3` would read as a base-60 integer)
             options[key] = value.strip() or None
         elif key in NAMES:
-            options[key] = yaml.safe_load(value) if value.strip() else None
+            options[key] = yaml_value(value, "command line", key)
         elif key.startswith("search."):
             raise InputError("command line", key, "the day plan searches unit counts itself", "drop search.* keys")
         else:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import yaml
 
+from inferplan.config.yaml_files import read_yaml_mapping
 from inferplan.specs import CONF_DIR, HardwareSpec
 from sim.config import instance_bounds
 
@@ -66,7 +66,7 @@ def hf_id(model: str) -> str | None:
     path = CONF_DIR / "model" / f"{model}.yaml"
     if not path.is_file():
         return None
-    value = (yaml.safe_load(path.read_text()) or {}).get("hf_id")
+    value = read_yaml_mapping(path).get("hf_id")
     return str(value) if value else None
 
 

@@ -39,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
+from inferplan.config.yaml_files import read_yaml_mapping
 from sim.validate.silicon.runner import read_records
 
 KEYS = ("frontend_per_request_s", "frontend_per_prompt_token_s", "frontend_per_stream_s")
@@ -110,11 +111,9 @@ def fit_engine(recs: list[dict]) -> dict:
 
 def preset_frontend(preset: str) -> np.ndarray:
     """The front-end coefficients in conf/engine/<preset>.yaml (zeros where a key is absent)."""
-    import yaml
-
     from sim.resolve import ENGINE_DIR
 
-    spec = yaml.safe_load((ENGINE_DIR / f"{preset}.yaml").read_text()) or {}
+    spec = read_yaml_mapping(ENGINE_DIR / f"{preset}.yaml")
     return np.array([float(spec.get(k, 0.0) or 0.0) for k in KEYS])
 
 

@@ -5,17 +5,8 @@
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from inferplan.config.fleet import PlanStep
 from sim.core.fleet.autoscaler.base import ScalerContext
-
-
-@dataclass(frozen=True)
-class PlanStep:
-    """From `at_s` seconds into the day on, the pool holds `instances` instances."""
-
-    at_s: float
-    instances: int
 
 
 class ScheduledScaler:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -30,8 +31,9 @@ class Component:
                                 "typed record at load")
         return cls(str(name), pairs)
 
-    def kwargs(self) -> dict[str, object]:
-        """A fresh keyword-argument mapping for one construction."""
+    def kwargs(self) -> dict[str, Any]:
+        """A fresh keyword-argument mapping for one construction (each policy's constructor types its own
+        parameters; they were checked against it at load)."""
         return dict(self.params)
 
     def param(self, key: str, default: object = None) -> object:
