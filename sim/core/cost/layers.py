@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from calibrate import ops
+from calibrate.aic.names import MLA_DIMS
 from inferplan.specs import ModelSpec
 from sim.core.cost import experts as ex
 from sim.core.cost.comm import Links
@@ -74,19 +75,21 @@ class LayerPricer:
             self.cold_share = ex.cold_traffic_share(dep.experts, e.num_experts, lay.cold_experts)
             self.expert_bytes = expert_bytes_per_device(m, dep, lay)
         # Under a grid profile (measured per-op latencies), which of this layer's ops its tables price: GQA
-        # attention in the KV format (not MLA, not the sparse indexer), the routed experts at the routing
+        # attention in the KV format, dense MLA attention of DeepSeek-V3's dimensions in the KV format (recorded
+        # when first priced: a prefill pool runs no decode attention), the routed experts at the routing
         # distribution the deployment states (`moe_distribution`); the rest falls back, with its reason.
         self.gqa_grid = False
         self.moe_grid = False
         self.moe_distribution = "balanced"
+        self._mla_reason = ""
+        self._mla_absent = False
+        self._mla_noted = ""  # the MLA attentions (prefill, decode) already recorded as measured or not
         if pricer.grid is not None:
             if m.attention_kind == "gqa":
                 self.gqa_grid = (pricer.measures("attn_prefill", self.kv_op_dtype, dtype=self.kv_op_dtype)
                                  and pricer.measures("attn_decode", self.kv_op_dtype, dtype=self.kv_op_dtype))
             else:
-                pricer.fall_back("attn_prefill", "bf16", "MLA attention: the tables hold GQA attention only")
-                pricer.fall_back("attn_mla_decode", self.kv_op_dtype, "MLA attention: the tables hold GQA "
-                                 "attention only")
+                self._mla_reason, self._mla_absent = self._mla_coverage()
             s = dep.sparse_attention
             if s is not None:
                 for op in ("attn_prefill", "attn_decode"):
@@ -96,6 +99,37 @@ class LayerPricer:
                     self.fmt["experts"]))
                 self.moe_grid = pricer.measures("moe_gemm", self.fmt["experts"], dtype=self.fmt["experts"],
                                                 distribution=self.moe_distribution)
+
+    def _mla_coverage(self) -> tuple[str, bool]:
+        """("", _) when the grid prices this model's MLA attention, else (why not, whether the database measures
+        no such attention at all)."""
+        m, grid = self.m, self.pricer.grid
+        dims = {"kv_lora_rank": m.kv_lora_rank, "qk_rope_head_dim": m.qk_rope_head_dim,
+                "qk_nope_head_dim": m.qk_nope_head_dim, "v_head_dim": m.v_head_dim}
+        if dims != MLA_DIMS:
+            return (f"MLA dimensions {dims}: the tables measure DeepSeek-V3's ({MLA_DIMS}) only", True)
+        if self.dep.sparse_attention is not None:
+            return ("sparse MLA attention (top-k keys): the tables measured here hold dense MLA", False)
+        lack = [f for f in ("mla_prefill", "mla_decode") if not grid.covers("attn_" + f, dtype=self.kv_op_dtype)]
+        if not lack:
+            return "", False
+        absent = not any(self.pricer.in_database(f) for f in lack)
+        return (f"no {' or '.join(lack)} measurements of a {self.kv_op_dtype} KV cache in the grid profile"
+                + (" (the database has none for this GPU)" if absent else ""), absent)
+
+    def _note_mla(self, phase: str) -> None:
+        """Record, once per phase, how this layer's MLA attention is priced (measured, or the fallback and why)."""
+        if phase in self._mla_noted or self.pricer.grid is None:
+            return
+        self._mla_noted += phase
+        op, label = ("attn_mla_prefill", self.kv_op_dtype) if phase == "prefill" else ("attn_mla_decode",
+                                                                                          self.kv_op_dtype)
+        if not self._mla_reason:
+            self.pricer.measured.add((op, label))
+        elif phase == "prefill":
+            self.pricer.fall_back("attn_prefill", "bf16", self._mla_reason, self._mla_absent)
+        else:
+            self.pricer.fall_back("attn_mla_decode", self.kv_op_dtype, self._mla_reason, self._mla_absent)
 
     # -- single ops -------------------------------------------------------------------------------------------
     def gemm(self, rows: float, n: float, k: float, dtype: str) -> float:
@@ -163,7 +197,12 @@ class LayerPricer:
             if m.attention_kind == "gqa":
                 t = self._prefill_attention(w, hi, int(round(max(1.0, m.num_kv_heads / self.lay.tp))), m.head_dim,
                                             self.kv_bytes)
+            elif self.pricer.grid is not None and not self._mla_reason:
+                self._note_mla("prefill")
+                t = self.pricer.mla_prefill_s(self.kv_op_dtype, w.prefill_tokens, w.prefill_q_sq, w.prefill_q_ctx,
+                                              hi)
             else:
+                self._note_mla("prefill")
                 t = self._prefill_attention(w, hi, hi, (m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim) // 2,
                                             2.0)
             self.cache.remember(kept, key, t)
@@ -206,6 +245,9 @@ class LayerPricer:
                 return t + self.pricer.gqa_decode_s(self.kv_op_dtype, seqs, ctx, heads, kv, m.head_dim)
             return t + self.pricer.time_s_array("attn_decode", self.kv_op_dtype, *ops.attn_decode_work(
                 seqs, ctx, heads, kv, m.head_dim, self.kv_bytes))
+        self._note_mla("decode")
+        if self.pricer.grid is not None and not self._mla_reason:
+            return t + self.pricer.mla_decode_s(self.kv_op_dtype, seqs, ctx, heads)
         return t + self.pricer.time_s_array("attn_mla_decode", self.kv_op_dtype, *ops.attn_mla_decode_work(
             seqs, ctx, heads, m.kv_lora_rank, m.qk_rope_head_dim, self.kv_bytes))
 
@@ -255,9 +297,9 @@ class LayerPricer:
             c = self.dep.communication
             wire = max(T * e.top_k / lay.tp, rows)
             kernel = c.ep_kernel_prefill if w.prefill_tokens else c.ep_kernel_decode
-            for dt in (c.dispatch_dtype, c.combine_dtype):
+            for phase, dt in (("dispatch", c.dispatch_dtype), ("combine", c.combine_dtype)):
                 comm += self.links.all_to_all_s(wire, H * ops.check_dtype(dt)["act_bytes"], e.top_k, c.node_dedup,
-                                                kernel, dt)
+                                                kernel, dt, phase)
         hits = ex.expected_cold_hits(lay.cold_experts, self.cold_share, e.top_k, w.moe_tokens)
         fetch = self.links.host_fetch_s(hits / lay.ep * self.expert_bytes)
         return dense, routed, comm, fetch, rows
