@@ -10,11 +10,13 @@ import pandas as pd
 import pytest
 
 from calibrate.aic.convert import convert
+from calibrate.aic.crossval import cross_validate
 from calibrate.aic.db import AicDb
 from calibrate.aic.grid import MLA_PREFILL_DIM
 from calibrate.aic.lookup import GridLookup
-from calibrate.import_aic import main
+from calibrate.import_aic import main, peaks_of
 from calibrate.profile import load_profile
+from inferplan.paths import shared_root
 from tests.calibrate.test_import_aic import BW, DEVICE, FLOOR_MS, FLOPS, _rows, _write, write_db
 
 HEADS, BATCHES = (16, 32, 128), (1, 4, 16)
@@ -154,3 +156,29 @@ def test_a_family_the_profile_lacks_says_whether_the_database_has_it(db_root, tm
     _, bare = convert(AicDb(write_db(tmp_path)), "h100_sxm")  # no MLA, no DeepEP table at all
     for family in ("mla_prefill", "mla_decode", "deepep_normal", "deepep_ll"):
         assert bare["families"][family]["in_database"] is False
+
+
+REAL = shared_root() / "aic-perf-db" / "systems"
+
+
+@pytest.mark.shared_trace
+@pytest.mark.skipif(not REAL.is_dir(), reason=f"{REAL} is absent (set INFERPLAN_SHARED_ROOT or add ../shared)")
+def test_real_h200_deepep_formats_nodes_and_held_out_error():
+    """The real H200 tables: DeepEP's low-latency bandwidth columns say what each phase moved (combine BF16: tokens x
+    top-k x hidden x 2 bytes; dispatch FP8 with block scales and a small header), the normal kernels reach 8 nodes
+    (EP 64), and MLA and DeepEP meet their held-out targets."""
+    ll = pd.read_parquet(REAL / "data" / "h200_sxm" / "comm" / "sglang" / "0.5.12" / "wideep_deepep_ll_perf.parquet")
+    copies = ll["num_token"] * ll["num_topk"] * ll["hidden_size"]
+    combine = ll["combine_avg_t_us"] * 1e-6 * ll["combine_bandwidth_gbps"] * 1e9 / copies
+    dispatch = ll["dispatch_avg_t_us"] * 1e-6 * ll["dispatch_bandwidth_gbps"] * 1e9 / copies
+    assert np.median(combine) == pytest.approx(2.0, rel=0.01)
+    assert np.median(dispatch) == pytest.approx(1.0 + 4.0 / 128, rel=0.02)
+    cols, prov = convert(AicDb(REAL), "h200")
+    normal = cols["family"] == "deepep_normal"
+    assert set(cols["gpus"][normal]) == {8.0, 16.0, 32.0, 64.0}
+    assert prov["families"]["deepep_normal"]["device"] == ["NVIDIA H200"]
+    peaks, _ = peaks_of("h200")
+    for family, target in (("mla_prefill", 0.05), ("mla_decode", 0.05), ("deepep_normal", 0.10), ("deepep_ll", 0.10)):
+        rows = cols["family"] == family
+        err = cross_validate(family, {k: v[rows] for k, v in cols.items()}, peaks)
+        assert np.median(np.abs(err)) < target, family
