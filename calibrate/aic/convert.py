@@ -20,7 +20,8 @@ from calibrate.aic.db import AicDb, TableSource, version_key
 from calibrate.aic.grid import FAMILIES
 from calibrate.aic.names import (ATTN_DTYPES, COMM_DTYPES, DEEPEP_FAMILIES, DEEPEP_FRAMEWORK, DEEPEP_GPUS_PER_NODE,
                                  DEEPEP_NORMAL_SMS, DEEPEP_PHASES, DEVICE_TOKEN, ENGINE_FAMILIES, ENGINES, FAMILY_OP,
-                                 GEMM_DTYPES, MLA_FAMILIES, MOE_DTYPES, NCCL_OPS, allreduce_mode)
+                                 BMM_DTYPES, GEMM_DTYPES, MLA_BMM_OPS, MLA_FAMILIES, MOE_DTYPES, NCCL_OPS,
+                                 allreduce_mode)
 from calibrate.profile import GRID_NUMERIC_COLUMNS, GRID_STRING_COLUMNS
 from inferplan.errors import InputError
 
@@ -111,6 +112,13 @@ def _normalise(family: str, df: pd.DataFrame, skipped: Counter, system: str = ""
             out["seq"] = df["isl"]
         else:  # as attention's generation rows: `step` tokens decoded after an `isl`-token prompt
             out["ctx"] = df["isl"] + df["step"]
+    elif family == "mla_bmm":  # tokens and heads per device
+        fmt, op = df["bmm_dtype"].map(BMM_DTYPES), df["op_name"].map(MLA_BMM_OPS)
+        _skip(skipped, "format", fmt.isna(), df["bmm_dtype"])
+        _skip(skipped, "op", op.isna() & fmt.notna(), df["op_name"])
+        keep &= fmt.notna() & op.notna()
+        out["dtype"], out["op"] = fmt, op
+        out["tokens"], out["heads"] = df["num_tokens"], df["num_heads"]
     elif family == "moe":
         fmt = df["moe_dtype"].map(MOE_DTYPES)
         _skip(skipped, "format", fmt.isna(), df["moe_dtype"])
@@ -225,8 +233,8 @@ def convert(db: AicDb, hardware: str, engine: str | None = None) -> tuple[dict[s
     else:
         choice = "asked (--engine)"
     frames, provenance = [], {}
-    for family in (*ENGINE_FAMILIES, *MLA_FAMILIES, "nccl", *DEEPEP_FAMILIES):
-        engine_family = family in ENGINE_FAMILIES or family in MLA_FAMILIES
+    for family in (*ENGINE_FAMILIES, *MLA_FAMILIES, "mla_bmm", "nccl", *DEEPEP_FAMILIES):
+        engine_family = family in ENGINE_FAMILIES or family in MLA_FAMILIES or family == "mla_bmm"
         if family in DEEPEP_FAMILIES:
             src = db.source_every_version(system, family, DEEPEP_FRAMEWORK)
         else:

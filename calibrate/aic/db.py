@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import yaml
 from packaging.version import InvalidVersion, Version
 
-from calibrate.aic.names import (ATTN_DTYPES, ENGINE_FAMILIES, ENGINES, GEMM_DTYPES, HARDWARE, MOE_DTYPES, SYSTEMS,
+from calibrate.aic.names import (ATTN_DTYPES, BMM_DTYPES, ENGINE_FAMILIES, ENGINES, GEMM_DTYPES, HARDWARE, MOE_DTYPES, SYSTEMS,
                                  TABLES)
 from inferplan.errors import InputError
 
@@ -28,7 +28,8 @@ FIX = "give AIConfigurator's `systems` folder (with <system>.yaml and data/<syst
 # The column holding a table's number format: what decides whether a row can be imported.
 FORMAT_COLUMN = {"gemm": ("gemm_dtype", GEMM_DTYPES), "attn_prefill": ("kv_cache_dtype", ATTN_DTYPES),
                  "attn_decode": ("kv_cache_dtype", ATTN_DTYPES), "moe": ("moe_dtype", MOE_DTYPES),
-                 "mla_prefill": ("kv_cache_dtype", ATTN_DTYPES), "mla_decode": ("kv_cache_dtype", ATTN_DTYPES)}
+                 "mla_prefill": ("kv_cache_dtype", ATTN_DTYPES), "mla_decode": ("kv_cache_dtype", ATTN_DTYPES),
+                 "mla_bmm": ("bmm_dtype", BMM_DTYPES)}
 
 
 def version_key(v: str) -> tuple:

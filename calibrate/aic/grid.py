@@ -76,6 +76,7 @@ FAMILIES: dict[str, FamilySpec] = {
                              (("dtype", "bf16"), ("compute", "bf16"))),
     "deepep_normal": FamilySpec(("op", "dtype"), ("hidden", "topk", "experts", "gpus"), ("tokens",)),
     "deepep_ll": FamilySpec(("op", "dtype"), ("hidden", "topk", "experts", "gpus"), ("tokens",)),
+    "mla_bmm": FamilySpec(("op", "dtype"), (), ("tokens", "heads"), (("dtype", "bf16"),)),
 }
 # MLA prefill attention as the simulator prices it: per head, queries and keys of (nope + rope) dims and values of
 # v dims, i.e. a GQA-like attention of kv_heads = heads at their mean width (`sim.core.cost.layers`).
@@ -138,6 +139,12 @@ def reference_s(family: str, cat: dict[str, str], f: dict[str, Any], peaks: Peak
         flops, nbytes = ops.attn_mla_decode_work(b, b * f["ctx"], f["heads"], MLA_DIMS["kv_lora_rank"],
                                                  MLA_DIMS["qk_rope_head_dim"], kv_bytes)
         return np.maximum(flops / peaks.flops(cat["compute"]), nbytes / bw)
+    if family == "mla_bmm":  # heads x one GEMM: pre [tokens, nope] x [nope, rank], post [tokens, rank] x [rank, v]
+        rank = MLA_DIMS["kv_lora_rank"]
+        n, k = ((rank, MLA_DIMS["qk_nope_head_dim"]) if cat["op"] == "mla_bmm_pre"
+                else (MLA_DIMS["v_head_dim"], rank))
+        flops, nbytes = ops.gemm_work(f["tokens"], n, k, cat["dtype"])
+        return f["heads"] * np.maximum(flops / peaks.flops(cat["dtype"]), nbytes / bw)
     if family in ("deepep_normal", "deepep_ll"):
         width = ops.check_dtype(cat["dtype"])["act_bytes"]
         return f["tokens"] * f["topk"] * f["hidden"] * width / peaks.link_bytes_per_s

@@ -12,6 +12,7 @@
 | `all_gather`, `reduce_scatter`, `all_to_all` | bytes (the whole buffer: all-gather's output, reduce-scatter's input, all-to-all's per-rank send buffer), gpus, dtype | nccl |
 | `attn_mla_prefill` | batch, seq (new tokens per sequence, no cached prefix), heads (per device); dtype = KV-cache format, compute; DeepSeek-V3's MLA dimensions (`names.MLA_DIMS`) | mla_prefill: the attention kernel alone, no projection |
 | `attn_mla_decode` | batch, ctx (cached tokens per sequence, the new one included), heads (per device; draft tokens verified count as heads), dtype, compute | mla_decode: the kernel alone, weights absorbed |
+| `mla_bmm_pre`, `mla_bmm_post` | tokens (decoding query tokens), heads (per device), dtype | mla_bmm: MLA decode's absorbed per-head products, batched over heads |
 | `deepep_dispatch`, `deepep_combine` | tokens (per EP rank before dispatch), hidden, topk, experts (the layer's), gpus (EP ranks, 8 per node), kernel (normal, low_latency), dtype (dispatch fp8_block, combine bf16: what the tables moved) | deepep_normal or deepep_ll |
 
 `prefill_shape`, `decode_shape` turn the simulator's batch sums into those shapes. Grids are built on first use and
@@ -41,6 +42,8 @@ _SIGNATURES: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "attn_mla_decode": (("batch", "ctx", "heads"), {"dtype": "bf16", "compute": "bf16"}),
     "deepep_dispatch": (("tokens", "hidden", "topk", "experts", "gpus"), {"kernel": "normal", "dtype": "fp8_block"}),
     "deepep_combine": (("tokens", "hidden", "topk", "experts", "gpus"), {"kernel": "normal", "dtype": "bf16"}),
+    "mla_bmm_pre": (("tokens", "heads"), {"dtype": "bf16"}),
+    "mla_bmm_post": (("tokens", "heads"), {"dtype": "bf16"}),
 }
 DEEPEP_FAMILY = {"normal": "deepep_normal", "low_latency": "deepep_ll"}
 # NCCL was measured in fp16 ("half") and int8; a bf16 collective moves the same bytes (assumption: same speed).
@@ -167,6 +170,8 @@ class GridModel:
             return "nccl", (op, _NCCL_DTYPE.get(s["dtype"], s["dtype"]))
         if op == "moe_gemm":
             return "moe", (s["dtype"], s["distribution"])
+        if op in ("mla_bmm_pre", "mla_bmm_post"):
+            return "mla_bmm", (op, s["dtype"])
         if op in ("attn_mla_prefill", "attn_mla_decode"):
             return op.replace("attn_", ""), (s["dtype"], s["compute"])
         if op in ("deepep_dispatch", "deepep_combine"):

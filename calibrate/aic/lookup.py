@@ -39,7 +39,7 @@ FREE: dict[str, tuple[str, ...]] = {
     "gemm": ("m",), "attn_prefill": ("batch", "seq"), "attn_decode": ("batch", "ctx"), "moe_gemm": ("tokens",),
     "allreduce": ("bytes",), "all_gather": ("bytes",), "reduce_scatter": ("bytes",), "all_to_all": ("bytes",),
     "attn_mla_prefill": ("batch", "seq"), "attn_mla_decode": ("batch", "ctx"), "deepep_dispatch": ("tokens",),
-    "deepep_combine": ("tokens",),
+    "deepep_combine": ("tokens",), "mla_bmm_pre": ("tokens",), "mla_bmm_post": ("tokens",),
 }
 
 

@@ -43,6 +43,7 @@ TABLES: dict[str, tuple[str, str]] = {
     "nccl": ("comm", "nccl_perf"),
     "mla_prefill": ("mla", "context_mla_perf"),
     "mla_decode": ("mla", "generation_mla_perf"),
+    "mla_bmm": ("mla_bmm", "mla_bmm_perf"),
     "deepep_normal": ("comm", "wideep_deepep_normal_perf"),
     "deepep_ll": ("comm", "wideep_deepep_ll_perf"),
 }
@@ -54,6 +55,11 @@ ENGINE_FAMILIES: tuple[str, ...] = ("gemm", "attn_prefill", "attn_decode", "moe"
 # up-projection, the decode absorbed products, o_proj) as GEMMs of their own, so the module tables
 # (`mla_*_module_perf`, the projections included) would count them twice.
 MLA_FAMILIES: tuple[str, ...] = ("mla_prefill", "mla_decode")
+# MLA decode's absorbed per-head products (`mla_bmm_perf`): W_UK into the query (`mla_gen_pre`: [tokens, nope] x
+# [nope, rank] per head) and W_UV out of the latent output (`mla_gen_post`: [tokens, rank] x [rank, v] per head),
+# batched over the heads; read from the engine's folder too.
+MLA_BMM_OPS: dict[str, str] = {"mla_gen_pre": "mla_bmm_pre", "mla_gen_post": "mla_bmm_post"}
+BMM_DTYPES: dict[str, str] = {"bfloat16": "bf16", "float16": "fp16", "fp8": "fp8"}
 # DeepEP dispatch / combine: the library's kernels, measured only in SGLang's wide-EP images
 # (`comm/sglang/<version>/wideep_deepep_*`), whatever engine the rest of the profile comes from (like NCCL). Every
 # version is read, newest first: a newer version's rows win at the shapes it measured, older versions add the
@@ -78,7 +84,7 @@ FAMILY_OP: dict[str, str] = {"gemm": "gemm", "attn_prefill": "attn_prefill", "at
                              "mla_decode": "attn_mla_decode"}
 GRID_OPS: tuple[str, ...] = ("gemm", "attn_prefill", "attn_decode", "moe_gemm", "allreduce", "all_gather",
                              "reduce_scatter", "all_to_all", "attn_mla_prefill", "attn_mla_decode",
-                             "deepep_dispatch", "deepep_combine")
+                             "deepep_dispatch", "deepep_combine", "mla_bmm_pre", "mla_bmm_post")
 # DeepEP: each table row holds both phases; the format each phase moves (dispatch: FP8 with one scale per 128
 # values, the `_bandwidth_gbps` columns' bytes; combine: BF16).
 DEEPEP_PHASES: dict[str, str] = {"deepep_dispatch": "fp8_block", "deepep_combine": "bf16"}

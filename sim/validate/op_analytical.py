@@ -15,6 +15,8 @@ hardware generation's forms (`calibrate.efficiency`), and `sim.core.cost.comm.Li
 * mla_prefill: `OpPricer.attn_prefill_s("bf16", ...)` as `LayerPricer._prefill_attention` prices MLA (kv_heads =
   heads, the mean of the (nope + rope) and v widths, BF16 keys); mla_decode: `OpPricer.time_s_array("attn_mla_decode",
   kv dtype, ...)` over DeepSeek-V3's latent width (`calibrate.aic.names.MLA_DIMS`).
+* mla_bmm: the `gemm` calls `LayerPricer.attention` makes for MLA decode's absorbed products ([tokens, heads x
+  rank] over nope for `mla_bmm_pre`, [tokens, heads x v] over rank for `mla_bmm_post`).
 * deepep_normal / deepep_ll: `Links.all_to_all_s` with the `deepep_normal` / `deepep_low_latency` kernel, ep = the
   row's ranks (8 per node), `tokens x topk` rows of `hidden` values in the phase's format (node de-duplication
   for the normal kernels, as the DeepSeek prefill deployment states).
@@ -82,6 +84,11 @@ def analytical_s(family: str, cols: dict[str, np.ndarray], hardware: str) -> np.
             work = ops.attn_mla_decode_work(b, b * g["ctx"], int(g["heads"]), MLA_DIMS["kv_lora_rank"],
                                             MLA_DIMS["qk_rope_head_dim"], kv_bytes)
             out[i] = float(pricer.time_s_array("attn_mla_decode", dtype[i], *work))
+        elif family == "mla_bmm":
+            t, h, rank = g["tokens"], g["heads"], MLA_DIMS["kv_lora_rank"]
+            n, k = ((h * rank, MLA_DIMS["qk_nope_head_dim"]) if op[i] == "mla_bmm_pre"
+                    else (h * MLA_DIMS["v_head_dim"], rank))
+            out[i] = pricer.gemm_s("gemm", dtype[i], t, n, k, *ops.gemm_work(t, n, k, dtype[i]))
         elif family in ("deepep_normal", "deepep_ll"):
             p = int(g["gpus"])
             links = Links(hw, tp=1, ep=p, stage_devices=p, pp=1, link_efficiency=float(cost["link_efficiency"]),

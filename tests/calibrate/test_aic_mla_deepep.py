@@ -1,4 +1,4 @@
-"""MLA attention and DeepEP dispatch / combine from AIConfigurator's tables: conversion (names, units, which rows
+"""MLA attention (and decode's absorbed products) and DeepEP dispatch / combine from AIConfigurator's tables: conversion (names, units, which rows
 are kept and why), the grid at measured points (the model and the simulator's lookup), and whether a family the
 profile lacks is in the database at all. A small synthetic database with the real layout and columns."""
 from __future__ import annotations
@@ -52,6 +52,11 @@ def write_mla_deepep_db(root: Path) -> Path:
     mla = data / "mla" / "vllm" / "0.24.0"
     _write(mla, "context_mla_perf", _rows("VLLM", "0.24.0", "mla_context", "FLASHMLA", ctx), "vllm", "0.24.0")
     _rows("VLLM", "0.24.0", "mla_generation", "FLASHMLA", gen).to_parquet(mla / "generation_mla_perf.parquet")
+    bmm = pd.concat([_rows("VLLM", "0.24.0", op, "vllm_torch_bmm",
+                           [{"bmm_dtype": "bfloat16", "num_tokens": t, "num_heads": h,
+                             "latency": FLOOR_MS + h * 2.0 * t * 512 * 128 / (0.3 * FLOPS) * 1e3}
+                            for t in (1, 8, 64, 512, 4096) for h in HEADS]) for op in ("mla_gen_pre", "mla_gen_post")])
+    _write(data / "mla_bmm" / "vllm" / "0.24.0", "mla_bmm_perf", bmm, "vllm", "0.24.0")
 
     def normal(nodes, sms, tokens, scale=1.0):
         return {"node_num": nodes, "hidden_size": 7168, "num_token": tokens, "num_topk": 8, "num_experts": 256,
@@ -103,6 +108,10 @@ def test_mla_rows_keep_heads_per_device_and_decode_contexts(db_root):
     p = prov["families"]["mla_prefill"]
     assert (p["framework"], p["version"], p["rows"], p["kernels"]) == \
         ("vllm", "0.24.0", 2 * 27, {"bf16": {"FLASHMLA": 27}, "fp8": {"FLASHMLA": 27}})
+    bmm = cols["family"] == "mla_bmm"
+    assert dict(zip(*np.unique(cols["op"][bmm].astype(str), return_counts=True))) == \
+        {"mla_bmm_post": 15, "mla_bmm_pre": 15}
+    assert set(cols["heads"][bmm]) == set(map(float, HEADS)) and set(cols["dtype"][bmm]) == {"bf16"}
 
 
 def test_deepep_rows_phases_units_sms_nodes_and_versions(db_root):
@@ -128,12 +137,15 @@ def test_deepep_rows_phases_units_sms_nodes_and_versions(db_root):
 def test_grid_and_lookup_are_the_table_at_measured_points(db_root, grid):
     cols, _ = convert(AicDb(db_root), "h100_sxm")
     lookup = GridLookup(grid)
-    for i in np.flatnonzero(np.isin(cols["family"], ["mla_prefill", "mla_decode", "deepep_normal", "deepep_ll"])):
+    for i in np.flatnonzero(np.isin(cols["family"], ["mla_prefill", "mla_decode", "mla_bmm", "deepep_normal",
+                                                     "deepep_ll"])):
         f, want = cols["family"][i], float(np.float32(cols["latency_s"][i]))
         if f == "mla_prefill":
             shape = dict(batch=cols["batch"][i], seq=cols["seq"][i], heads=cols["heads"][i], dtype=cols["dtype"][i])
         elif f == "mla_decode":
             shape = dict(batch=cols["batch"][i], ctx=cols["ctx"][i], heads=cols["heads"][i], dtype=cols["dtype"][i])
+        elif f == "mla_bmm":
+            shape = dict(tokens=cols["tokens"][i], heads=cols["heads"][i], dtype=cols["dtype"][i])
         else:
             shape = dict(tokens=cols["tokens"][i], hidden=7168, topk=8, experts=256, gpus=cols["gpus"][i],
                          kernel="normal" if f == "deepep_normal" else "low_latency", dtype=cols["dtype"][i])
@@ -154,7 +166,7 @@ def test_a_family_the_profile_lacks_says_whether_the_database_has_it(db_root, tm
     assert prov["families"]["mla_prefill"]["in_database"] is True
     assert "deepep_normal" in prov["families"] and "missing" not in prov["families"]["deepep_normal"]
     _, bare = convert(AicDb(write_db(tmp_path)), "h100_sxm")  # no MLA, no DeepEP table at all
-    for family in ("mla_prefill", "mla_decode", "deepep_normal", "deepep_ll"):
+    for family in ("mla_prefill", "mla_decode", "mla_bmm", "deepep_normal", "deepep_ll"):
         assert bare["families"][family]["in_database"] is False
 
 

@@ -62,7 +62,7 @@ def test_deepseek_v3_on_h200_prices_mla_attention_from_the_grid(tmp_path):
     cm = s["pools"]["main"]["cost_model"]
     assert cm["kind"] == s["cost_model"]["kind"] == "measured"
     assert {"gemm/fp8_block", "moe_gemm/fp8_block", "allreduce/custom", "attn_mla_prefill/bf16",
-            "attn_mla_decode/bf16"} <= set(cm["measured_ops"])
+            "attn_mla_decode/bf16", "mla_bmm/bf16"} <= set(cm["measured_ops"])
     assert set(cm["fallback"]) == set(cm["not_in_database"]) == {"elementwise/bf16"}
     assert cm["experts"]["moe_distribution"] == "balanced"
     assert cm["source"]["system"] == "h200_sxm" and s["requests"]["completed"] == 200
@@ -196,7 +196,7 @@ def test_deepseek_day_pools_on_h200_list_only_what_the_database_lacks():
     assert {"attn_mla_prefill/bf16", "all_to_all/deepep_normal_dispatch", "all_to_all/deepep_normal_combine",
             "moe_gemm/fp8_block"} <= set(prefill["measured_ops"])
     assert prefill["analytical_ops"] == prefill["not_in_database"] == ["elementwise/bf16"]
-    assert "attn_mla_decode/bf16" in decode["measured_ops"]
+    assert {"attn_mla_decode/bf16", "mla_bmm/bf16"} <= set(decode["measured_ops"])
     assert decode["not_in_database"] == decode["analytical_ops"] == [
         "all_to_all/deepep_low_latency_combine", "all_to_all/deepep_low_latency_dispatch", "elementwise/bf16"]
     assert "EP 144 (18 nodes)" in decode["fallback"]["all_to_all/deepep_low_latency_dispatch"]

@@ -84,12 +84,14 @@ class LayerPricer:
         self._mla_reason = ""
         self._mla_absent = False
         self._mla_noted = ""  # the MLA attentions (prefill, decode) already recorded as measured or not
+        self.bmm_grid = False  # MLA decode's absorbed products from their own table (else as GEMMs)
         if pricer.grid is not None:
             if m.attention_kind == "gqa":
                 self.gqa_grid = (pricer.measures("attn_prefill", self.kv_op_dtype, dtype=self.kv_op_dtype)
                                  and pricer.measures("attn_decode", self.kv_op_dtype, dtype=self.kv_op_dtype))
             else:
                 self._mla_reason, self._mla_absent = self._mla_coverage()
+                self.bmm_grid = self._bmm_coverage()
             s = dep.sparse_attention
             if s is not None:
                 for op in ("attn_prefill", "attn_decode"):
@@ -100,12 +102,15 @@ class LayerPricer:
                 self.moe_grid = pricer.measures("moe_gemm", self.fmt["experts"], dtype=self.fmt["experts"],
                                                 distribution=self.moe_distribution)
 
+    def _mla_dims(self) -> dict[str, int]:
+        m = self.m
+        return {"kv_lora_rank": m.kv_lora_rank, "qk_rope_head_dim": m.qk_rope_head_dim,
+                "qk_nope_head_dim": m.qk_nope_head_dim, "v_head_dim": m.v_head_dim}
+
     def _mla_coverage(self) -> tuple[str, bool]:
         """("", _) when the grid prices this model's MLA attention, else (why not, whether the database measures
         no such attention at all)."""
-        m, grid = self.m, self.pricer.grid
-        dims = {"kv_lora_rank": m.kv_lora_rank, "qk_rope_head_dim": m.qk_rope_head_dim,
-                "qk_nope_head_dim": m.qk_nope_head_dim, "v_head_dim": m.v_head_dim}
+        grid, dims = self.pricer.grid, self._mla_dims()
         if dims != MLA_DIMS:
             return (f"MLA dimensions {dims}: the tables measure DeepSeek-V3's ({MLA_DIMS}) only", True)
         if self.dep.sparse_attention is not None:
@@ -117,11 +122,21 @@ class LayerPricer:
         return (f"no {' or '.join(lack)} measurements of a {self.kv_op_dtype} KV cache in the grid profile"
                 + (" (the database has none for this GPU)" if absent else ""), absent)
 
+    def _bmm_coverage(self) -> bool:
+        """Whether the grid prices MLA decode's absorbed products from their table (DeepSeek-V3's dimensions, bf16
+        as the simulator runs them); recorded when first priced."""
+        grid = self.pricer.grid
+        return self._mla_dims() == MLA_DIMS and grid.covers("mla_bmm_pre", dtype="bf16") and grid.covers("mla_bmm_post",
+                                                                                              dtype="bf16")
+
     def _note_mla(self, phase: str) -> None:
         """Record, once per phase, how this layer's MLA attention is priced (measured, or the fallback and why)."""
         if phase in self._mla_noted or self.pricer.grid is None:
             return
         self._mla_noted += phase
+        if phase == "bmm":
+            self.pricer.measured.add(("mla_bmm", "bf16"))
+            return
         op, label = ("attn_mla_prefill", self.kv_op_dtype) if phase == "prefill" else ("attn_mla_decode",
                                                                                           self.kv_op_dtype)
         if not self._mla_reason:
@@ -174,7 +189,13 @@ class LayerPricer:
                 launches += 1
             if w.decode_seqs:  # decode absorbs W_UK into the query and W_UV into the output: per-head products
                 rows = w.decode_seqs * w.queries
-                proj += self.gemm(rows, h * rank, nope, "bf16") + self.gemm(rows, h * v, rank, "bf16")
+                if self.bmm_grid:  # (measured as the batched products they are)
+                    self._note_mla("bmm")
+                    hi = int(round(h))
+                    proj += (self.pricer.mla_bmm_s("mla_bmm_pre", "bf16", rows, hi)
+                             + self.pricer.mla_bmm_s("mla_bmm_post", "bf16", rows, hi))
+                else:
+                    proj += self.gemm(rows, h * rank, nope, "bf16") + self.gemm(rows, h * v, rank, "bf16")
                 launches += 2
         launches += 3 if m.attention_kind == "mla" else 2
         if w.prefill_tokens:

@@ -13,7 +13,8 @@ AIConfigurator by `python -m calibrate.import_aic`) prices every op it covers fr
 `grid` (the profile's `calibrate.aic.lookup.GridLookup`: its `GridModel` sliced along the arguments that vary, so
 a shape met for the first time costs microseconds; kept with the profile, shared by its pools' pricers): GEMMs
 (`gemm_s`), GQA prefill and decode attention (`gqa_prefill_s`, `gqa_decode_s`), MLA prefill and decode attention
-(`mla_prefill_s`, `mla_decode_s`: the attention kernel alone, its projections being GEMMs), the routed-expert block
+(`mla_prefill_s`, `mla_decode_s`: the attention kernel alone, its projections being GEMMs; `mla_bmm_s`: decode's
+absorbed per-head products, batched over heads), the routed-expert block
 (`moe_block_s`) and, through `sim.core.cost.comm.Links`, intra-node all-reduce and all-to-all and DeepEP dispatch
 / combine. What it does not cover falls back to the forms above and is listed with its reason (`fallback`). A
 measured latency is divided by the op's `efficiency_scale` (1.0 by default: as measured).
@@ -244,6 +245,15 @@ class OpPricer:
         scale = self.efficiency_scale.get("attn_decode", 1.0)
         return t if scale == 1.0 else t / scale
 
+    def mla_bmm_s(self, op: str, dtype: str, tokens: float, heads: int) -> float:
+        """Measured MLA decode absorbed product `op` (`mla_bmm_pre`: W_UK into the query; `mla_bmm_post`: W_UV out
+        of the latent output) of `tokens` decoding query tokens over `heads` per device."""
+        key = (op, dtype, heads)
+        curve = self._curves.get(key)
+        if curve is None:
+            curve = self._curves[key] = self.grid.curve(op, heads=heads, dtype=dtype)
+        return curve(tokens) / self.efficiency_scale.get("gemm", 1.0)
+
     def moe_block_s(self, dtype: str, tokens: float, hidden: float, inter: float, topk: int, experts: int,
                     tp: int, ep: int, distribution: str) -> float:
         """Measured routed-expert block (up/gate GEMM, activation, down GEMM) of one EP rank receiving about
@@ -344,6 +354,7 @@ def _prefill_s(curve: Any, prefill_tokens: float, q_sq: float, q_ctx: float) -> 
 def grid_family(op: str) -> str:
     """The grid family an op's measurements come from (`calibrate.aic.grid_model`'s routing, by op name)."""
     return {"attn_mla_prefill": "mla_prefill", "attn_mla_decode": "mla_decode", "moe_gemm": "moe",
+            "mla_bmm_pre": "mla_bmm", "mla_bmm_post": "mla_bmm",
             "allreduce": "custom_allreduce", "all_to_all": "nccl", "deepep_dispatch": "deepep_normal",
             "deepep_combine": "deepep_normal"}.get(op, op)
 
