@@ -1,8 +1,8 @@
 """`python -m calibrate.import_aic <systems folder> --hardware <name> [--engine vllm|sglang|trtllm[@version]]
 [--out <file>] [--report] [--write-doc]`: a measured grid profile from NVIDIA AIConfigurator's performance database.
 
-Reads `<systems>/data/<gpu>/...` (`calibrate.aic.db`), converts GEMM, attention, MoE and collective tables to our
-names and units (`calibrate.aic.convert`), cross-validates the grid form per family (`calibrate.aic.crossval`) and
+Reads `<systems>/data/<gpu>/...` (`calibrate.aic.db`), converts GEMM, attention, MLA attention, MoE, collective
+and DeepEP dispatch / combine tables to our names and units (`calibrate.aic.convert`), cross-validates the grid form per family (`calibrate.aic.crossval`) and
 writes a grid profile (`calibrate.profile.write_grid_profile`, default `calibrate/profiles/aic/<hardware>.parquet`)
 with NOTICE.md and the database's LICENSE beside it. `--hardware all` does the six GPUs the project ships. `--report` also prices every row
 with the analytical model and prints the table; `--write-doc` puts it into docs/cost-model.md. docs/cost-model.md
@@ -76,7 +76,8 @@ def import_one(db: AicDb, hardware: str, engine: str | None, out: Path | None,
         prov["families"]["gemm"]["m_alignment_split"] = split
     lines = family_errors(columns, peaks, hardware, analytical=analytical)
     eng = prov["engine"]
-    versions = sorted({p["version"] for f, p in prov["families"].items() if f != "nccl" and "version" in p})
+    versions = sorted({p["version"] for p in prov["families"].values()
+                       if "version" in p and p.get("framework") == eng["framework"]})
     label = f"{eng['framework']} {'/'.join(versions)}"
     if out is not None:
         devices = sorted({d for p in prov["families"].values() for d in p.get("device", [])})

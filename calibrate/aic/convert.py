@@ -4,7 +4,10 @@
 takes them as they are) and the provenance per family: framework, version asked and versions that measured the
 rows, kernels per format, files, collection metadata, and what was left out and why (formats we have no name
 for, sliding-window attention, beam search, a secondary kernel at a shape the primary kernel also measured,
-donor rows at shapes the version measured itself; repeated measurements of one shape are merged by their median).
+donor rows at shapes the version measured itself, DeepEP rows at SM counts other than the default or measured on
+another GPU; repeated measurements of one shape are merged by their median). A family the profile lacks says
+whether the database has its table for this GPU at all (`in_database`): what the simulator's provenance rule reads
+(docs/cost-model.md, "Provenance").
 """
 from __future__ import annotations
 
@@ -15,12 +18,15 @@ import pandas as pd
 
 from calibrate.aic.db import AicDb, TableSource, version_key
 from calibrate.aic.grid import FAMILIES
-from calibrate.aic.names import (ATTN_DTYPES, COMM_DTYPES, ENGINE_FAMILIES, ENGINES, FAMILY_OP, GEMM_DTYPES, MOE_DTYPES,
-                                 NCCL_OPS, allreduce_mode)
+from calibrate.aic.names import (ATTN_DTYPES, COMM_DTYPES, DEEPEP_FAMILIES, DEEPEP_FRAMEWORK, DEEPEP_GPUS_PER_NODE,
+                                 DEEPEP_NORMAL_SMS, DEEPEP_PHASES, DEVICE_TOKEN, ENGINE_FAMILIES, ENGINES, FAMILY_OP,
+                                 BMM_DTYPES, GEMM_DTYPES, MLA_BMM_OPS, MLA_FAMILIES, MOE_DTYPES, NCCL_OPS,
+                                 allreduce_mode)
 from calibrate.profile import GRID_NUMERIC_COLUMNS, GRID_STRING_COLUMNS
 from inferplan.errors import InputError
 
 MS = 1e-3  # the database's latency unit
+US = 1e-6  # DeepEP's (`_us` columns)
 
 
 def _skip(counter: Counter, reason: str, mask: pd.Series, by: pd.Series | None = None) -> None:
@@ -32,8 +38,44 @@ def _skip(counter: Counter, reason: str, mask: pd.Series, by: pd.Series | None =
         counter[f"{reason} {value}"] += int(n)
 
 
-def _normalise(family: str, df: pd.DataFrame, skipped: Counter) -> pd.DataFrame:
+def _deepep(family: str, df: pd.DataFrame, skipped: Counter, system: str) -> pd.DataFrame:
+    """DeepEP rows in grid columns: each measured shape gives a dispatch and a combine row (their own formats,
+    `DEEPEP_PHASES`), `gpus` = EP ranks = nodes x 8, `tokens` = tokens per rank before dispatch."""
+    keep = pd.Series(True, index=df.index)
+    token = DEVICE_TOKEN.get(system, "")
+    if token and "device" in df:
+        other = ~df["device"].astype(str).str.contains(token)
+        _skip(skipped, "measured on another GPU:", other, df["device"].astype(str))
+        keep &= ~other
+    if family == "deepep_normal":
+        sms = df["dispatch_sms"] != DEEPEP_NORMAL_SMS
+        _skip(skipped, f"SM count other than DeepEP's default {DEEPEP_NORMAL_SMS}", sms & keep)
+        keep &= ~sms
+        phases = {"deepep_dispatch": df["dispatch_transmit_us"] + df["dispatch_notify_us"].fillna(0.0),
+                  "deepep_combine": df["combine_transmit_us"] + df["combine_notify_us"].fillna(0.0)}
+    else:
+        phases = {"deepep_dispatch": df["dispatch_avg_t_us"], "deepep_combine": df["combine_avg_t_us"]}
+    frames = []
+    for op, us in phases.items():
+        out = pd.DataFrame(index=df.index)
+        out["op"], out["dtype"], out["variant"], out["compute"] = op, DEEPEP_PHASES[op], "", ""
+        out["tokens"], out["hidden"] = df["num_token"], df["hidden_size"]
+        out["topk"], out["experts"] = df["num_topk"], df["num_experts"]
+        out["gpus"] = df["node_num"] * DEEPEP_GPUS_PER_NODE
+        out["family"] = family
+        out["kernel"] = df["kernel_source"].astype(str) + "_" + df["op_name"].astype(str)
+        out["version"] = df["source_version"].astype(str)
+        out["latency_s"] = us * US
+        bad = ~(out["latency_s"] > 0)
+        _skip(skipped, f"{op} latency not > 0", bad & keep)
+        frames.append(out[keep & ~bad])
+    return pd.concat(frames, ignore_index=True)
+
+
+def _normalise(family: str, df: pd.DataFrame, skipped: Counter, system: str = "") -> pd.DataFrame:
     """The family's rows in grid columns (no de-duplication yet)."""
+    if family in DEEPEP_FAMILIES:
+        return _deepep(family, df, skipped, system)
     out = pd.DataFrame(index=df.index)
     keep = pd.Series(True, index=df.index)
     if family == "gemm":
@@ -59,6 +101,24 @@ def _normalise(family: str, df: pd.DataFrame, skipped: Counter) -> pd.DataFrame:
             out["seq"] = df["isl"]
         else:  # generation rows: `step` tokens decoded after an `isl`-token prompt
             out["ctx"] = df["isl"] + df["step"]
+    elif family in MLA_FAMILIES:  # heads per device; DeepSeek-V3's MLA dimensions (names.MLA_DIMS)
+        kv, math = df["kv_cache_dtype"].map(ATTN_DTYPES), df["mla_dtype"].map(ATTN_DTYPES)
+        bad = kv.isna() | math.isna()
+        _skip(skipped, "format", bad, df["mla_dtype"] + "/" + df["kv_cache_dtype"])
+        keep &= ~bad
+        out["dtype"], out["compute"] = kv, math
+        out["batch"], out["heads"] = df["batch_size"], df["num_heads"]
+        if family == "mla_prefill":
+            out["seq"] = df["isl"]
+        else:  # as attention's generation rows: `step` tokens decoded after an `isl`-token prompt
+            out["ctx"] = df["isl"] + df["step"]
+    elif family == "mla_bmm":  # tokens and heads per device
+        fmt, op = df["bmm_dtype"].map(BMM_DTYPES), df["op_name"].map(MLA_BMM_OPS)
+        _skip(skipped, "format", fmt.isna(), df["bmm_dtype"])
+        _skip(skipped, "op", op.isna() & fmt.notna(), df["op_name"])
+        keep &= fmt.notna() & op.notna()
+        out["dtype"], out["op"] = fmt, op
+        out["tokens"], out["heads"] = df["num_tokens"], df["num_heads"]
     elif family == "moe":
         fmt = df["moe_dtype"].map(MOE_DTYPES)
         _skip(skipped, "format", fmt.isna(), df["moe_dtype"])
@@ -109,7 +169,7 @@ def _dedupe(family: str, rows: pd.DataFrame, asked: str, skipped: Counter) -> pd
     first = rows.groupby(key, dropna=False)["_donor"].transform("min")
     _skip(skipped, "donor row at a shape measured by the version itself", rows["_donor"] > first)
     rows = rows[rows["_donor"] == first]
-    cat = ["op", *spec.cat]
+    cat = list(dict.fromkeys(["op", *spec.cat]))
     size = rows.groupby([*cat, "kernel"], dropna=False)["latency_s"].transform("size")
     rows = rows.assign(_size=size)
     top = rows.groupby(key, dropna=False)["_size"].transform("max")
@@ -125,18 +185,28 @@ def _dedupe(family: str, rows: pd.DataFrame, asked: str, skipped: Counter) -> pd
     return merged.drop(columns="repeats")
 
 
-def convert_family(db: AicDb, src: TableSource) -> tuple[pd.DataFrame, dict]:
+def _devices(raw: pd.DataFrame, system: str) -> list[str]:
+    """The GPUs the imported rows ran on (rows of another GPU are left out: `_deepep`)."""
+    if "device" not in raw:
+        return []
+    names = sorted(set(raw["device"].astype(str)))
+    token = DEVICE_TOKEN.get(system, "")
+    mine = [d for d in names if token in d] if token else names
+    return mine or names
+
+
+def convert_family(db: AicDb, src: TableSource, system: str = "") -> tuple[pd.DataFrame, dict]:
     """(grid rows, provenance) of one family's table."""
     skipped: Counter = Counter()
     raw = db.read(src)
-    rows = _dedupe(src.family, _normalise(src.family, raw, skipped), src.version, skipped)
+    rows = _dedupe(src.family, _normalise(src.family, raw, skipped, system), src.version, skipped)
     kernels: dict[str, dict[str, int]] = {}
     for (dtype, kernel), n in rows.groupby(["dtype", "kernel"]).size().items():
         kernels.setdefault(str(dtype), {})[str(kernel)] = int(n)
     prov = {"framework": src.framework, "version": src.version,
             "measured_versions": {str(v): int(n) for v, n in rows["version"].value_counts().sort_index().items()},
             "files": [p.split("/systems/", 1)[-1] if "/systems/" in p else p for p, _ in src.files],
-            "collection": src.meta, "device": sorted(set(raw["device"].astype(str))) if "device" in raw else [],
+            "collection": src.meta, "device": _devices(raw, system),
             "rows_read": int(len(raw)), "rows": int(len(rows)), "kernels": kernels, "skipped": dict(sorted(skipped.items()))}
     return rows, prov
 
@@ -163,15 +233,24 @@ def convert(db: AicDb, hardware: str, engine: str | None = None) -> tuple[dict[s
     else:
         choice = "asked (--engine)"
     frames, provenance = [], {}
-    for family in (*ENGINE_FAMILIES, "nccl"):
-        src = db.source(system, family, "nccl" if family == "nccl" else framework,
-                        None if family == "nccl" else version)
+    for family in (*ENGINE_FAMILIES, *MLA_FAMILIES, "mla_bmm", "nccl", *DEEPEP_FAMILIES):
+        engine_family = family in ENGINE_FAMILIES or family in MLA_FAMILIES or family == "mla_bmm"
+        if family in DEEPEP_FAMILIES:
+            src = db.source_every_version(system, family, DEEPEP_FRAMEWORK)
+        else:
+            src = db.source(system, family, framework if engine_family else "nccl",
+                            version if engine_family else None)
         if src is None:
-            provenance[family] = {"missing": f"no {family} table for {framework}"
-                                  + (f" at or below {version}" if version else "")}
+            where = DEEPEP_FRAMEWORK if family in DEEPEP_FAMILIES else framework
+            provenance[family] = {"missing": f"no {family} table for {where}"
+                                  + (f" at or below {version}" if version and engine_family else ""),
+                                  "in_database": db.has_table(system, family)}
             continue
-        rows, prov = convert_family(db, src)
-        if version is not None and family != "nccl" and version_key(src.version) != version_key(version):
+        rows, prov = convert_family(db, src, system)
+        if family in DEEPEP_FAMILIES:
+            prov["note"] = ("DeepEP is measured in SGLang's wide-EP images only; every version's rows, the newest "
+                            "measurement of a shape kept")
+        if version is not None and engine_family and version_key(src.version) != version_key(version):
             prov["note"] = f"no {version} folder: the newest older version {src.version} was used"
         frames.append(rows)
         provenance[family] = prov

@@ -19,14 +19,17 @@ import pandas as pd
 import pyarrow.parquet as pq
 from packaging.version import InvalidVersion, Version
 
+from calibrate.aic.names import (ATTN_DTYPES, BMM_DTYPES, ENGINE_FAMILIES, ENGINES, GEMM_DTYPES, HARDWARE, MOE_DTYPES, SYSTEMS,
+                                 TABLES)
 from inferplan.config.yaml_files import read_yaml, read_yaml_mapping
-from calibrate.aic.names import ATTN_DTYPES, ENGINE_FAMILIES, ENGINES, GEMM_DTYPES, HARDWARE, MOE_DTYPES, SYSTEMS, TABLES
 from inferplan.errors import InputError
 
 FIX = "give AIConfigurator's `systems` folder (with <system>.yaml and data/<system>/...)"
 # The column holding a table's number format: what decides whether a row can be imported.
 FORMAT_COLUMN = {"gemm": ("gemm_dtype", GEMM_DTYPES), "attn_prefill": ("kv_cache_dtype", ATTN_DTYPES),
-                 "attn_decode": ("kv_cache_dtype", ATTN_DTYPES), "moe": ("moe_dtype", MOE_DTYPES)}
+                 "attn_decode": ("kv_cache_dtype", ATTN_DTYPES), "moe": ("moe_dtype", MOE_DTYPES),
+                 "mla_prefill": ("kv_cache_dtype", ATTN_DTYPES), "mla_decode": ("kv_cache_dtype", ATTN_DTYPES),
+                 "mla_bmm": ("bmm_dtype", BMM_DTYPES)}
 
 
 def version_key(v: str) -> tuple:
@@ -103,6 +106,25 @@ class AicDb:
         keep = {k: str(runtime[k]) for k in ("framework", "version", "image", "image_digest") if k in runtime}
         keep.update({k: str(table_meta[k]) for k in ("collector_ref", "collected_at") if k in table_meta})
         return TableSource(family, framework, v, files, keep)
+
+    def source_every_version(self, system: str, family: str, framework: str) -> TableSource | None:
+        """The newest version's table with every older version's files after it as donors (their rows fill the
+        shapes the newer ones did not measure: `convert` keeps the newest measurement of a shape). None when no
+        version has the table."""
+        newest = self.source(system, family, framework)
+        if newest is None:
+            return None
+        files = list(newest.files)
+        for v in reversed(self.versions(system, family, framework)[:-1]):
+            files += [f for f in self._files(system, family, framework, v) if f not in files]
+        return TableSource(family, framework, newest.version, tuple(files), newest.meta)
+
+    def has_table(self, system: str, family: str) -> bool:
+        """Whether any framework's folder of this system holds the family's table (own or reused)."""
+        base = self.root / "data" / system / TABLES[family][0]
+        if not base.is_dir():
+            return False
+        return any(self.versions(system, family, d.name) for d in base.iterdir() if d.is_dir())
 
     def read(self, src: TableSource) -> pd.DataFrame:
         """The table's rows (own first, then donors'), with `source_version`; columns as in the files (older

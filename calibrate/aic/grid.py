@@ -1,7 +1,7 @@
 """Measured shape grids and their interpolation: how a profile prices an op from the table it was measured on.
 
-One family's rows (`FAMILIES`: GEMM, prefill and decode attention, MoE, custom all-reduce, NCCL) are split three
-ways by column:
+One family's rows (`FAMILIES`: GEMM, prefill and decode attention, MoE, custom all-reduce, NCCL, MLA prefill and
+decode attention, DeepEP normal and low-latency dispatch / combine) are split three ways by column:
 
 * `cat`: exact-match strings (format, MoE routing distribution, collective op). A query must name one that exists.
   GEMM's `variant` is "" or, where a format's table was split by M alignment (`gemm_variant`: chosen at import by
@@ -9,14 +9,16 @@ ways by column:
   kernels (vLLM's DeepGEMM FP8 path on Blackwell) take a slower path for M not a multiple of 16, so a query is
   interpolated among the rows of its own kind.
 * `combo`: a model's fixed dimensions (attention heads / KV heads / head dim; MoE hidden, intermediate, top-k,
-  experts, TP, EP; a collective's GPU count). A measured combo is used as is; an unmeasured one takes the
+  experts, TP, EP; a collective's GPU count; DeepEP's hidden size, top-k, experts and EP ranks). MLA has none:
+  the tables measure DeepSeek-V3's MLA dimensions only (`names.MLA_DIMS`), heads per device being a dense axis. A measured combo is used as is; an unmeasured one takes the
   efficiency of the nearest measured combos (inverse squared log-distance over up to 4 of them).
 * `dense`: the axes swept within a combo (GEMM m, n, k; attention batch and sequence / context length; MoE
-  tokens; collective bytes). Multilinear interpolation in log(axis).
+  tokens; collective bytes; MLA batch, length and heads; DeepEP tokens per rank). Multilinear interpolation in
+  log(axis).
 
 What is interpolated is v = log(latency / reference), the log inverse efficiency over a reference time from our
 own work formulas (`calibrate.ops`: the roofline over the profile's peaks for compute ops, bytes over the link for
-collectives), so a query between grid points follows the work's power law and a query beyond the largest grid
+collectives; DeepEP: the routed copies, tokens x top-k x hidden x the phase's format width, over the link), so a query between grid points follows the work's power law and a query beyond the largest grid
 point keeps the efficiency of the edge (time scales with work). Below the smallest grid point a query is priced
 as the smallest (a kernel does not get faster than its floor). At a measured point the result is the measured
 latency. Grid cells a combo did not measure (and rows held out in cross-validation) are filled before
@@ -31,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from calibrate import ops
+from calibrate.aic.names import MLA_DIMS
 
 
 @dataclass(frozen=True)
@@ -67,7 +70,17 @@ FAMILIES: dict[str, FamilySpec] = {
     "custom_allreduce": FamilySpec(("dtype", "variant"), ("gpus",), ("bytes",),
                                    (("dtype", "bf16"), ("variant", "graph"))),
     "nccl": FamilySpec(("op", "dtype"), ("gpus",), ("bytes",), (("dtype", "fp16"),)),
+    "mla_prefill": FamilySpec(("dtype", "compute"), (), ("batch", "seq", "heads"),
+                              (("dtype", "bf16"), ("compute", "bf16"))),
+    "mla_decode": FamilySpec(("dtype", "compute"), (), ("batch", "ctx", "heads"),
+                             (("dtype", "bf16"), ("compute", "bf16"))),
+    "deepep_normal": FamilySpec(("op", "dtype"), ("hidden", "topk", "experts", "gpus"), ("tokens",)),
+    "deepep_ll": FamilySpec(("op", "dtype"), ("hidden", "topk", "experts", "gpus"), ("tokens",)),
+    "mla_bmm": FamilySpec(("op", "dtype"), (), ("tokens", "heads"), (("dtype", "bf16"),)),
 }
+# MLA prefill attention as the simulator prices it: per head, queries and keys of (nope + rope) dims and values of
+# v dims, i.e. a GQA-like attention of kv_heads = heads at their mean width (`sim.core.cost.layers`).
+MLA_PREFILL_DIM = (MLA_DIMS["qk_nope_head_dim"] + MLA_DIMS["qk_rope_head_dim"] + MLA_DIMS["v_head_dim"]) / 2.0
 STRING_COLUMNS: tuple[str, ...] = ("family", "op", "dtype", "compute", "variant", "kernel", "version")
 NUMERIC_COLUMNS: tuple[str, ...] = ("m", "n", "k", "batch", "seq", "ctx", "heads", "kv_heads", "head_dim", "tokens",
                                     "hidden", "inter", "topk", "experts", "tp", "ep", "gpus", "bytes")
@@ -114,6 +127,27 @@ def reference_s(family: str, cat: dict[str, str], f: dict[str, Any], peaks: Peak
         else:
             flops, nbytes = ops.attn_decode_work(b, b * f["ctx"], h, kv, d, kv_bytes)
         return np.maximum(flops / peaks.flops(cat["compute"]), nbytes / bw)
+    if family == "mla_prefill":  # (the attn_prefill form with kv_heads = heads, MLA_PREFILL_DIM wide)
+        kv_bytes = ops.check_dtype(cat["dtype"])["act_bytes"]
+        b, s, h = f["batch"], f["seq"], f["heads"]
+        flops, nbytes = ops.attn_prefill_work(b * s * (s + 1) / 2.0, 0.0, b * s, b * s, h, h, MLA_PREFILL_DIM,
+                                              kv_bytes)
+        return np.maximum(flops / peaks.flops(cat["compute"]), nbytes / bw)
+    if family == "mla_decode":
+        kv_bytes = ops.check_dtype(cat["dtype"])["act_bytes"]
+        b = f["batch"]
+        flops, nbytes = ops.attn_mla_decode_work(b, b * f["ctx"], f["heads"], MLA_DIMS["kv_lora_rank"],
+                                                 MLA_DIMS["qk_rope_head_dim"], kv_bytes)
+        return np.maximum(flops / peaks.flops(cat["compute"]), nbytes / bw)
+    if family == "mla_bmm":  # heads x one GEMM: pre [tokens, nope] x [nope, rank], post [tokens, rank] x [rank, v]
+        rank = MLA_DIMS["kv_lora_rank"]
+        n, k = ((rank, MLA_DIMS["qk_nope_head_dim"]) if cat["op"] == "mla_bmm_pre"
+                else (MLA_DIMS["v_head_dim"], rank))
+        flops, nbytes = ops.gemm_work(f["tokens"], n, k, cat["dtype"])
+        return f["heads"] * np.maximum(flops / peaks.flops(cat["dtype"]), nbytes / bw)
+    if family in ("deepep_normal", "deepep_ll"):
+        width = ops.check_dtype(cat["dtype"])["act_bytes"]
+        return f["tokens"] * f["topk"] * f["hidden"] * width / peaks.link_bytes_per_s
     if family == "moe":
         rows = f["tokens"] * f["topk"]
         active = np.minimum(f["experts"] / f["ep"], rows)

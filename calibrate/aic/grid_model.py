@@ -10,6 +10,10 @@
 | `moe_gemm` | dtype, tokens (per EP rank before dispatch: each rank receives about tokens x topk rows), hidden, inter (the expert's full intermediate size; `tp` splits it), topk, experts (all of the layer's), tp, ep, distribution (balanced, power_law_1.01, power_law_1.2) | moe: the whole routed-expert block (up/gate GEMM, activation, down GEMM) |
 | `allreduce` | bytes, gpus, impl (custom: the engine's custom all-reduce captured in a CUDA graph; custom_eager; nccl), dtype | custom_allreduce or nccl |
 | `all_gather`, `reduce_scatter`, `all_to_all` | bytes (the whole buffer: all-gather's output, reduce-scatter's input, all-to-all's per-rank send buffer), gpus, dtype | nccl |
+| `attn_mla_prefill` | batch, seq (new tokens per sequence, no cached prefix), heads (per device); dtype = KV-cache format, compute; DeepSeek-V3's MLA dimensions (`names.MLA_DIMS`) | mla_prefill: the attention kernel alone, no projection |
+| `attn_mla_decode` | batch, ctx (cached tokens per sequence, the new one included), heads (per device; draft tokens verified count as heads), dtype, compute | mla_decode: the kernel alone, weights absorbed |
+| `mla_bmm_pre`, `mla_bmm_post` | tokens (decoding query tokens), heads (per device), dtype | mla_bmm: MLA decode's absorbed per-head products, batched over heads |
+| `deepep_dispatch`, `deepep_combine` | tokens (per EP rank before dispatch), hidden, topk, experts (the layer's), gpus (EP ranks, 8 per node), kernel (normal, low_latency), dtype (dispatch fp8_block, combine bf16: what the tables moved) | deepep_normal or deepep_ll |
 
 `prefill_shape`, `decode_shape` turn the simulator's batch sums into those shapes. Grids are built on first use and
 kept: per family, then per format (exact-match key) and per combo (`grid.py`). No file is read here:
@@ -34,7 +38,14 @@ _SIGNATURES: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "all_gather": (("bytes", "gpus"), {"dtype": "fp16"}),
     "reduce_scatter": (("bytes", "gpus"), {"dtype": "fp16"}),
     "all_to_all": (("bytes", "gpus"), {"dtype": "fp16"}),
+    "attn_mla_prefill": (("batch", "seq", "heads"), {"dtype": "bf16", "compute": "bf16"}),
+    "attn_mla_decode": (("batch", "ctx", "heads"), {"dtype": "bf16", "compute": "bf16"}),
+    "deepep_dispatch": (("tokens", "hidden", "topk", "experts", "gpus"), {"kernel": "normal", "dtype": "fp8_block"}),
+    "deepep_combine": (("tokens", "hidden", "topk", "experts", "gpus"), {"kernel": "normal", "dtype": "bf16"}),
+    "mla_bmm_pre": (("tokens", "heads"), {"dtype": "bf16"}),
+    "mla_bmm_post": (("tokens", "heads"), {"dtype": "bf16"}),
 }
+DEEPEP_FAMILY = {"normal": "deepep_normal", "low_latency": "deepep_ll"}
 # NCCL was measured in fp16 ("half") and int8; a bf16 collective moves the same bytes (assumption: same speed).
 _NCCL_DTYPE = {"bf16": "fp16"}
 
@@ -151,6 +162,15 @@ class GridModel:
             return "nccl", (op, _NCCL_DTYPE.get(s["dtype"], s["dtype"]))
         if op == "moe_gemm":
             return "moe", (s["dtype"], s["distribution"])
+        if op in ("mla_bmm_pre", "mla_bmm_post"):
+            return "mla_bmm", (op, s["dtype"])
+        if op in ("attn_mla_prefill", "attn_mla_decode"):
+            return op.replace("attn_", ""), (s["dtype"], s["compute"])
+        if op in ("deepep_dispatch", "deepep_combine"):
+            kernel = s.get("kernel", "normal")
+            if kernel not in DEEPEP_FAMILY:
+                raise KeyError(f"DeepEP kernel {kernel!r}; valid: {', '.join(DEEPEP_FAMILY)}")
+            return DEEPEP_FAMILY[kernel], (op, s["dtype"])
         if op in ("attn_prefill", "attn_decode"):
             return op, (s["dtype"], s["compute"])
         return "gemm", (s["dtype"], "")

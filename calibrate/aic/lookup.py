@@ -30,13 +30,16 @@ from typing import Any
 import numpy as np
 
 from calibrate import ops
-from calibrate.aic.grid import ALIGN, ALIGNED, FAMILIES, UNALIGNED, reference_s
+from calibrate.aic.grid import ALIGN, ALIGNED, FAMILIES, MLA_PREFILL_DIM, UNALIGNED, reference_s
+from calibrate.aic.names import MLA_DIMS
 from calibrate.aic.grid_model import _SIGNATURES, GridModel
 
 # The arguments a pricer varies between calls of one op (a slice's free axes); everything else keys a slice.
 FREE: dict[str, tuple[str, ...]] = {
     "gemm": ("m",), "attn_prefill": ("batch", "seq"), "attn_decode": ("batch", "ctx"), "moe_gemm": ("tokens",),
     "allreduce": ("bytes",), "all_gather": ("bytes",), "reduce_scatter": ("bytes",), "all_to_all": ("bytes",),
+    "attn_mla_prefill": ("batch", "seq"), "attn_mla_decode": ("batch", "ctx"), "deepep_dispatch": ("tokens",),
+    "deepep_combine": ("tokens",), "mla_bmm_pre": ("tokens",), "mla_bmm_post": ("tokens",),
 }
 
 
@@ -105,6 +108,18 @@ class _Slice:
             # per attended (query, key) pair 4 h d FLOPs; per cached (decode) or new (prefill) token the K and V
             # bytes 2 kv d kv_bytes; per query token Q in and O out, 4 h d bytes
             self.terms = (4.0 * h * d / peak, 2.0 * kv * d * kv_bytes / bw, 4.0 * h * d / bw)
+        elif self.family in ("mla_prefill", "mla_decode"):
+            h = b["heads"]
+            kv_bytes = float(ops.check_dtype(self.cat["dtype"])["act_bytes"])
+            peak = float(p.flops(self.cat["compute"]))
+            if self.family == "mla_prefill":  # attn_prefill's terms with kv_heads = heads, MLA_PREFILL_DIM wide
+                d = MLA_PREFILL_DIM
+                self.terms = (4.0 * h * d / peak, 2.0 * h * d * kv_bytes / bw, 4.0 * h * d / bw)
+            else:  # per cached token: scores over rank + rope and values over rank for every head, its latent
+                # vector read once; per sequence the absorbed query in and output out (ops.attn_mla_decode_work)
+                rank, rope = MLA_DIMS["kv_lora_rank"], MLA_DIMS["qk_rope_head_dim"]
+                self.terms = ((2.0 * h * (rank + rope) + 2.0 * h * rank) / peak, (rank + rope) * kv_bytes / bw,
+                              h * (rank * 2 + rope) * 2.0 / bw)
 
     def reference(self, *xs: Any) -> Any:
         """The reference time (s) at free values `xs` (floats or arrays: the same operations either way)."""
@@ -113,12 +128,13 @@ class _Slice:
             m = xs[0]
             flops, fixed, per_row = self.terms
             return _larger(m * flops, fixed + m * per_row)
-        if family == "attn_decode":  # batch sequences of ctx cached tokens
+        if family == "attn_decode" or family == "mla_decode":  # batch sequences of ctx cached tokens
             b, ctx = xs
             flops, kv, q = self.terms
             total = b * ctx
             return _larger(total * flops, total * kv + b * q)
-        if family == "attn_prefill":  # batch prompts of seq tokens, no cached prefix: b s (s + 1) / 2 pairs
+        if family == "attn_prefill" or family == "mla_prefill":  # batch prompts of seq tokens, no cached prefix:
+            # b s (s + 1) / 2 pairs
             b, s = xs
             flops, kv, q = self.terms
             tokens = b * s
@@ -296,7 +312,8 @@ class GridLookup:
         return hit
 
     def gpu_counts(self, op: str, **cat: Any) -> list[int]:
-        """The GPU counts a collective was measured on at these exact-match keys (empty: none)."""
+        """The GPU counts a collective (or DeepEP: its EP ranks) was measured on at these exact-match keys (empty:
+        none)."""
         s = {**_SIGNATURES[op][1], **cat}
         try:
             family, key = self.model._route(op, s)
@@ -305,7 +322,8 @@ class GridLookup:
         g = self.model.grid(family)
         if g is None or key not in g.groups:
             return []
-        return sorted({int(round(float(np.exp(c[0])))) for c in g.groups[key][0]})
+        j = FAMILIES[family].combo.index("gpus")
+        return sorted({int(round(float(np.exp(c[j])))) for c in g.groups[key][0]})
 
     def moe_distributions(self, dtype: str) -> list[str]:
         """The routing distributions the MoE block was measured under in format `dtype` (balanced,

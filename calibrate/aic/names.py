@@ -41,15 +41,54 @@ TABLES: dict[str, tuple[str, str]] = {
     "moe": ("moe", "moe_perf"),
     "custom_allreduce": ("comm", "custom_allreduce_perf"),
     "nccl": ("comm", "nccl_perf"),
+    "mla_prefill": ("mla", "context_mla_perf"),
+    "mla_decode": ("mla", "generation_mla_perf"),
+    "mla_bmm": ("mla_bmm", "mla_bmm_perf"),
+    "deepep_normal": ("comm", "wideep_deepep_normal_perf"),
+    "deepep_ll": ("comm", "wideep_deepep_ll_perf"),
 }
-# Families measured inside an engine (the rest: NCCL, engine-independent).
+# Families measured inside an engine (the rest: NCCL, engine-independent). These decide the default engine (the
+# one whose tables hold the most rows); the MLA attention cores are read from the same engine's folder.
 ENGINE_FAMILIES: tuple[str, ...] = ("gemm", "attn_prefill", "attn_decode", "moe", "custom_allreduce")
+# MLA attention, the kernel alone (`context_mla_perf`, `generation_mla_perf`: FlashMLA / the engine's MLA kernels
+# over the latent cache, no projection): the simulator prices MLA's projections (q_a, q_b, kv_a, the prefill
+# up-projection, the decode absorbed products, o_proj) as GEMMs of their own, so the module tables
+# (`mla_*_module_perf`, the projections included) would count them twice.
+MLA_FAMILIES: tuple[str, ...] = ("mla_prefill", "mla_decode")
+# MLA decode's absorbed per-head products (`mla_bmm_perf`): W_UK into the query (`mla_gen_pre`: [tokens, nope] x
+# [nope, rank] per head) and W_UV out of the latent output (`mla_gen_post`: [tokens, rank] x [rank, v] per head),
+# batched over the heads; read from the engine's folder too.
+MLA_BMM_OPS: dict[str, str] = {"mla_gen_pre": "mla_bmm_pre", "mla_gen_post": "mla_bmm_post"}
+BMM_DTYPES: dict[str, str] = {"bfloat16": "bf16", "float16": "fp16", "fp8": "fp8"}
+# DeepEP dispatch / combine: the library's kernels, measured only in SGLang's wide-EP images
+# (`comm/sglang/<version>/wideep_deepep_*`), whatever engine the rest of the profile comes from (like NCCL). Every
+# version is read, newest first: a newer version's rows win at the shapes it measured, older versions add the
+# shapes it did not (the multi-node rows).
+DEEPEP_FAMILIES: tuple[str, ...] = ("deepep_normal", "deepep_ll")
+DEEPEP_FRAMEWORK = "sglang"
+# DeepEP's normal kernels run on a configurable number of SMs; the tables sweep it. Engines run DeepEP's default
+# (`deep_ep.Buffer.num_sms` = 20; SGLang keeps it): other SM counts are left out.
+DEEPEP_NORMAL_SMS = 20
+# The DeepEP tables count nodes of this many GPUs (their EP ranks: nodes x 8).
+DEEPEP_GPUS_PER_NODE = 8
+# The GPU a system's rows must have run on (a table may hold rows collected on another GPU: those are left out).
+DEVICE_TOKEN: dict[str, str] = {"h100_sxm": "H100", "h200_sxm": "H200", "a100_sxm": "A100", "l40s": "L40S",
+                                "b200_sxm": "B200", "gb200": "GB200"}
+# The MLA shape AIConfigurator's MLA collectors measure (DeepSeek-V3's; the tables carry only per-device heads):
+# a model with other MLA dimensions is not priced from them.
+MLA_DIMS: dict[str, int] = {"kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128}
 
 # The op a family's rows are priced as (`GridModel.latency_s(op, ...)`): NCCL rows carry their own op.
 FAMILY_OP: dict[str, str] = {"gemm": "gemm", "attn_prefill": "attn_prefill", "attn_decode": "attn_decode",
-                             "moe": "moe_gemm", "custom_allreduce": "allreduce"}
+                             "moe": "moe_gemm", "custom_allreduce": "allreduce", "mla_prefill": "attn_mla_prefill",
+                             "mla_decode": "attn_mla_decode"}
 GRID_OPS: tuple[str, ...] = ("gemm", "attn_prefill", "attn_decode", "moe_gemm", "allreduce", "all_gather",
-                             "reduce_scatter", "all_to_all")
+                             "reduce_scatter", "all_to_all", "attn_mla_prefill", "attn_mla_decode",
+                             "deepep_dispatch", "deepep_combine", "mla_bmm_pre", "mla_bmm_post")
+# DeepEP: each table row holds both phases; the format each phase moves (dispatch: FP8 with one scale per 128
+# values, the `_bandwidth_gbps` columns' bytes; combine: BF16).
+DEEPEP_PHASES: dict[str, str] = {"deepep_dispatch": "fp8_block", "deepep_combine": "bf16"}
+DEEPEP_KERNELS: dict[str, str] = {"deepep_normal": "normal", "deepep_ll": "low_latency"}
 
 # Custom all-reduce kernel sources: CUDA-graph captured (what serving decode runs) or eager.
 def allreduce_mode(kernel_source: str) -> str:

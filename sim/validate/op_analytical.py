@@ -12,6 +12,14 @@ hardware generation's forms (`calibrate.efficiency`), and `sim.core.cost.comm.Li
   `nongated` kernels) over `tokens x topk` rows on `experts / ep` local experts (the expected active count of
   `sim.core.cost.experts.active_experts`), intermediate split by `tp`, the `contiguous` layout. The table's
   kernels also run the activation, which the simulator prices with the layer's elementwise ops (not added here).
+* mla_prefill: `OpPricer.attn_prefill_s("bf16", ...)` as `LayerPricer._prefill_attention` prices MLA (kv_heads =
+  heads, the mean of the (nope + rope) and v widths, BF16 keys); mla_decode: `OpPricer.time_s_array("attn_mla_decode",
+  kv dtype, ...)` over DeepSeek-V3's latent width (`calibrate.aic.names.MLA_DIMS`).
+* mla_bmm: the `gemm` calls `LayerPricer.attention` makes for MLA decode's absorbed products ([tokens, heads x
+  rank] over nope for `mla_bmm_pre`, [tokens, heads x v] over rank for `mla_bmm_post`).
+* deepep_normal / deepep_ll: `Links.all_to_all_s` with the `deepep_normal` / `deepep_low_latency` kernel, ep = the
+  row's ranks (8 per node), `tokens x topk` rows of `hidden` values in the phase's format (node de-duplication
+  for the normal kernels, as the DeepSeek prefill deployment states).
 * custom_allreduce and NCCL all-reduce: `Links.allreduce_s` at tp = gpus; NCCL all-to-all: `Links.all_to_all_s`
   (`generic` kernel) of the per-rank buffer; all-gather and reduce-scatter: the simulator prices none (NaN).
 It lives with the simulator's programs: calibration never imports the simulator.
@@ -22,6 +30,7 @@ import numpy as np
 
 from inferplan.config.yaml_files import read_yaml_mapping
 from calibrate import ops
+from calibrate.aic.names import MLA_DIMS
 from calibrate.efficiency import hardware_generation, load_generation
 from inferplan.specs import CONF_DIR, load_hardware
 
@@ -63,6 +72,31 @@ def analytical_s(family: str, cols: dict[str, np.ndarray], hardware: str) -> np.
             work = ops.attn_decode_work(b, b * g["ctx"], int(g["heads"]), int(g["kv_heads"]), int(g["head_dim"]),
                                         kv_bytes)
             out[i] = float(pricer.time_s_array("attn_decode", dtype[i], *work))
+        elif family == "mla_prefill":
+            b, s, h = g["batch"], g["seq"], int(g["heads"])
+            q_sq, tokens = b * s * (s + 1) / 2.0, b * s
+            dim = (MLA_DIMS["qk_nope_head_dim"] + MLA_DIMS["qk_rope_head_dim"] + MLA_DIMS["v_head_dim"]) // 2
+            work = ops.attn_prefill_work(q_sq, 0.0, tokens, tokens, h, h, dim, 2.0)
+            out[i] = pricer.attn_prefill_s("bf16", *work, q_sq / tokens, 1.0)
+        elif family == "mla_decode":
+            b = g["batch"]
+            kv_bytes = ops.check_dtype(dtype[i])["act_bytes"]
+            work = ops.attn_mla_decode_work(b, b * g["ctx"], int(g["heads"]), MLA_DIMS["kv_lora_rank"],
+                                            MLA_DIMS["qk_rope_head_dim"], kv_bytes)
+            out[i] = float(pricer.time_s_array("attn_mla_decode", dtype[i], *work))
+        elif family == "mla_bmm":
+            t, h, rank = g["tokens"], g["heads"], MLA_DIMS["kv_lora_rank"]
+            n, k = ((h * rank, MLA_DIMS["qk_nope_head_dim"]) if op[i] == "mla_bmm_pre"
+                    else (h * MLA_DIMS["v_head_dim"], rank))
+            out[i] = pricer.gemm_s("gemm", dtype[i], t, n, k, *ops.gemm_work(t, n, k, dtype[i]))
+        elif family in ("deepep_normal", "deepep_ll"):
+            p = int(g["gpus"])
+            links = Links(hw, tp=1, ep=p, stage_devices=p, pp=1, link_efficiency=float(cost["link_efficiency"]),
+                          scale={}, generation=gen)
+            width = ops.check_dtype(dtype[i])["act_bytes"]
+            kernel = "deepep_normal" if family == "deepep_normal" else "deepep_low_latency"
+            out[i] = links.all_to_all_s(g["tokens"] * g["topk"], g["hidden"] * width, int(g["topk"]),
+                                        family == "deepep_normal", kernel)
         elif family == "moe":
             tokens, k, e, tp, ep, h = g["tokens"], int(g["topk"]), int(g["experts"]), g["tp"], g["ep"], g["hidden"]
             rows = tokens * k

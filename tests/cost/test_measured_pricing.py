@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from calibrate.aic.grid_model import decode_shape
-from calibrate.profile import load_profile
+from calibrate.profile import load_profile, write_grid_profile
 from inferplan.specs import CONF_DIR, load_hardware, load_model
 from sim.api import run_composed
 from sim.compose import compose_config
@@ -41,7 +41,9 @@ def test_llama_70b_on_h100_is_priced_from_the_h100_grid(tmp_path):
     s = _run(tmp_path, "llama", "scenario.pools.main.model=llama3_70b", "scenario.pools.main.hardware=h100_sxm",
              "+scenario.pools.main.tp=8")
     cm = s["pools"]["main"]["cost_model"]
-    assert s["cost_model"]["kind"] == cm["kind"] == "mixed"
+    # every op the database measures is priced from it; only the elementwise kernels (no table) fall back
+    assert s["cost_model"]["kind"] == cm["kind"] == "measured"
+    assert cm["not_in_database"] == ["elementwise/bf16"]
     assert cm["profile"].endswith("aic/h100_sxm.parquet")
     assert set(cm["measured_ops"]) == {"gemm/bf16", "attn_prefill/bf16", "attn_decode/bf16", "allreduce/custom",
                                        "allreduce/nccl"}
@@ -55,15 +57,15 @@ def test_llama_70b_on_h100_is_priced_from_the_h100_grid(tmp_path):
     assert s["requests"]["completed"] == 200
 
 
-def test_deepseek_v3_on_h200_lists_mla_attention_as_analytical(tmp_path):
+def test_deepseek_v3_on_h200_prices_mla_attention_from_the_grid(tmp_path):
     s = _run(tmp_path, "dsv3", "scenario.pools.main.model=deepseek_v3", "scenario.pools.main.hardware=h200",
              "+scenario.pools.main.tp=8", "+scenario.pools.main.weights_dtype=fp8_block", "batching=chunked_prefill",
              "scenario.pools.main.instances=1")
     cm = s["pools"]["main"]["cost_model"]
-    assert cm["kind"] == "mixed"
-    assert {"gemm/fp8_block", "moe_gemm/fp8_block", "allreduce/custom"} <= set(cm["measured_ops"])
-    assert set(cm["fallback"]) == {"attn_prefill/bf16", "attn_mla_decode/bf16", "elementwise/bf16"}
-    assert all("MLA attention" in cm["fallback"][k] for k in ("attn_prefill/bf16", "attn_mla_decode/bf16"))
+    assert cm["kind"] == s["cost_model"]["kind"] == "measured"
+    assert {"gemm/fp8_block", "moe_gemm/fp8_block", "allreduce/custom", "attn_mla_prefill/bf16",
+            "attn_mla_decode/bf16", "mla_bmm/bf16"} <= set(cm["measured_ops"])
+    assert set(cm["fallback"]) == set(cm["not_in_database"]) == {"elementwise/bf16"}
     assert cm["experts"]["moe_distribution"] == "balanced"
     assert cm["source"]["system"] == "h200_sxm" and s["requests"]["completed"] == 200
 
@@ -71,8 +73,12 @@ def test_deepseek_v3_on_h200_lists_mla_attention_as_analytical(tmp_path):
 def test_a_b200_pool_runs_on_the_vllm_grid(tmp_path):
     s = _run(tmp_path, "b200", "scenario.pools.main.hardware=b200")
     cm = s["pools"]["main"]["cost_model"]
-    assert cm["kind"] == "mixed" and "gemm/bf16" in cm["measured_ops"]
+    assert cm["kind"] == "measured" and "gemm/bf16" in cm["measured_ops"]
     assert cm["source"]["engine"] == "vllm" and s["requests"]["completed"] == 200
+    # MLA on B200: vLLM measured only whole MLA modules, other engines the kernel: in the database, not used
+    d = _pricing("deepseek_v3", "b200", 8, weights_dtype="fp8_block").cost.describe()
+    assert d["kind"] == "mixed" and "attn_mla_decode/bf16" not in d["not_in_database"]
+    assert "no mla_prefill or mla_decode measurements" in d["fallback"]["attn_mla_decode/bf16"]
 
 
 def test_hardware_without_a_grid_stays_analytical(tmp_path):
@@ -145,9 +151,14 @@ def test_expert_parallel_all_to_all_and_power_law_routing():
     d = pricing.cost.describe()
     assert {"all_to_all/nccl_bf16", "moe_gemm/fp8_block"} <= set(d["measured_ops"])
     assert d["experts"]["moe_distribution"] == "power_law_1.2"  # Zipf s = 1: load density x^-2, nearest 1.2
-    dep2 = dep | {"communication": {"ep_kernel_decode": "deepep_low_latency"}}  # (DeepEP: analytical, with why)
+    dep2 = dep | {"communication": {"ep_kernel_decode": "deepep_low_latency", "dispatch_dtype": "fp8_block"}}
     d2 = _pricing("deepseek_v3", "h200", 1, weights_dtype="fp8_block", deployment=dep2).cost.describe()
-    assert "DeepEP" in d2["fallback"]["all_to_all/deepep_low_latency"]
+    assert {"all_to_all/deepep_low_latency_dispatch", "all_to_all/deepep_low_latency_combine"} <= \
+        set(d2["measured_ops"])
+    dep3 = dep | {"communication": {"ep_kernel_decode": "deepep_low_latency", "dispatch_dtype": "bf16"}}
+    d3 = _pricing("deepseek_v3", "h200", 1, weights_dtype="fp8_block", deployment=dep3).cost.describe()
+    assert "measure fp8_block dispatch only" in d3["fallback"]["all_to_all/deepep_low_latency_dispatch"]
+    assert "all_to_all/deepep_low_latency_dispatch" in d3["not_in_database"]
 
 
 @pytest.mark.parametrize("opts, want", [
@@ -169,3 +180,101 @@ def test_step_parts_sum_and_measured_pricing_is_deterministic():
     one = a.step_cost(b)
     assert sum(one.parts.values()) == pytest.approx(one.total_s, rel=1e-14) and one.total_s > 0
     assert np.isfinite(list(one.parts.values())).all()
+
+
+def _deepseek_pool(role: str, profile: str = "measured"):
+    cost = MEASURED if profile == "measured" else CostConfig(profile=profile, efficiency=ROOFLINE["efficiency"],
+                                                             launch_s=ROOFLINE["launch_s"])
+    p = PoolConfig(hardware="h200", model="deepseek_v3", tp=1, role=role,
+                   deployment={"preset": f"deepseek_v3_{role}"})
+    return pool_pricing(load_model("deepseek_v3"), load_hardware("h200"), p, cost, token_budget=8192, where="t").cost
+
+
+def test_deepseek_day_pools_on_h200_list_only_what_the_database_lacks():
+    """DeepSeek's prefill unit (EP32: 4 nodes) and decode unit (EP144: 18 nodes) on H200: MLA attention and DeepEP
+    from the tables where they measured it; what falls back is what the database does not measure at all."""
+    prefill, decode = _deepseek_pool("prefill").describe(), _deepseek_pool("decode").describe()
+    assert prefill["kind"] == decode["kind"] == "measured"
+    assert {"attn_mla_prefill/bf16", "all_to_all/deepep_normal_dispatch", "all_to_all/deepep_normal_combine",
+            "moe_gemm/fp8_block"} <= set(prefill["measured_ops"])
+    assert prefill["analytical_ops"] == prefill["not_in_database"] == ["elementwise/bf16"]
+    assert {"attn_mla_decode/bf16", "mla_bmm/bf16"} <= set(decode["measured_ops"])
+    assert decode["not_in_database"] == decode["analytical_ops"] == [
+        "all_to_all/deepep_low_latency_combine", "all_to_all/deepep_low_latency_dispatch", "elementwise/bf16"]
+    assert "EP 144 (18 nodes)" in decode["fallback"]["all_to_all/deepep_low_latency_dispatch"]
+
+
+def test_mla_and_deepep_at_grid_points_are_the_table_rows():
+    cost = _deepseek_pool("prefill")
+    grid = load_profile(GRID_PROFILES_DIR / "h200.parquet").grid
+    c = grid._columns
+    r = grid._rows["mla_decode"]
+    row = r[(c["dtype"][r] == "bf16") & (c["heads"][r] == 128) & (c["batch"][r] == 64) & (c["ctx"][r] == 4096)][0]
+    got = cost.pricer.mla_decode_s("bf16", 64.0, 64.0 * 4096, 128)
+    assert got == pytest.approx(c["latency_s"][row], rel=1e-6)  # (the profile stores float32)
+    r = grid._rows["mla_prefill"]
+    row = r[(c["dtype"][r] == "bf16") & (c["heads"][r] == 128) & (c["batch"][r] == 4) & (c["seq"][r] == 2048)][0]
+    got = cost.pricer.mla_prefill_s("bf16", 4.0 * 2048, 4.0 * 2048 * 2049 / 2, 0.0, 128)
+    assert got == pytest.approx(c["latency_s"][row], rel=1e-6)
+    r = grid._rows["deepep_normal"]
+    for op, dt in (("deepep_dispatch", "fp8_block"), ("deepep_combine", "bf16")):
+        sel = ((c["op"][r] == op) & (c["gpus"][r] == 32) & (c["tokens"][r] == 4096) & (c["hidden"][r] == 7168)
+               & (c["topk"][r] == 8) & (c["experts"][r] == 256))
+        row = r[sel][0]
+        phase = op.replace("deepep_", "")
+        got = cost.links.all_to_all_s(4096 * 8.0, 7168 * 1.0, 8, True, "deepep_normal", dt, phase)
+        assert got == pytest.approx(c["latency_s"][row], rel=1e-6), op
+
+
+def _profile_without(tmp_path, families: tuple[str, ...], missing: bool):
+    """The shipped h200 grid without `families`; `missing`: its provenance says the database has none of them."""
+    prof = load_profile(GRID_PROFILES_DIR / "h200.parquet")
+    cols = prof.grid._columns
+    keep = ~np.isin(cols["family"], families)
+    meta = {k: v for k, v in prof.provenance.items() if k not in ("schema_version", "kind")}
+    fams = dict(meta["provenance"])
+    for f in families:
+        fams[f] = {"missing": f"no {f} table", "in_database": False} if missing else fams[f]
+    meta["provenance"] = fams
+    path = tmp_path / ("absent.parquet" if missing else "unused.parquet")
+    write_grid_profile(path, {k: v[keep] for k, v in cols.items()}, meta)
+    return str(path)
+
+
+def test_a_profile_without_mla_and_deepep_falls_back_and_reads_by_the_database(tmp_path):
+    families = ("mla_prefill", "mla_decode", "deepep_normal", "deepep_ll")
+    unused = _deepseek_pool("prefill", _profile_without(tmp_path, families, missing=False)).describe()
+    assert unused["kind"] == "mixed"  # the database measures them: priced analytically all the same
+    assert "no mla_prefill or mla_decode measurements" in unused["fallback"]["attn_prefill/bf16"]
+    assert "no DeepEP normal dispatch" in unused["fallback"]["all_to_all/deepep_normal_dispatch"]
+    assert unused["not_in_database"] == ["elementwise/bf16"]
+    absent = _deepseek_pool("prefill", _profile_without(tmp_path, families, missing=True)).describe()
+    assert absent["kind"] == "measured"  # the database has none of them: listed, still measured
+    assert set(absent["not_in_database"]) == set(absent["analytical_ops"]) == {
+        "attn_prefill/bf16", "all_to_all/deepep_normal_dispatch", "all_to_all/deepep_normal_combine",
+        "elementwise/bf16"}
+    # the same steps priced: the fallback forms are the analytical model's
+    b = BatchShape(prefill_seqs=4, prefill_tokens=4096, prefill_q_sq_sum=4 * 1024 * 1025 // 2, prefill_kv_tokens=4096,
+                   sampled_seqs=4)
+    with_grid = _deepseek_pool("prefill").step_cost(b)
+    without = _deepseek_pool("prefill", _profile_without(tmp_path, families, missing=False)).step_cost(b)
+    assert with_grid.parts["attention"] != without.parts["attention"]
+    assert with_grid.parts["dense_gemm"] == without.parts["dense_gemm"]
+
+
+def test_the_provenance_rule(tmp_path):
+    """measured: every fallback absent from the database; mixed: one present but unused; analytical: none measured."""
+    from sim.core.cost.pricer import OpPricer
+    prof = load_profile(GRID_PROFILES_DIR / "h200.parquet")
+    hw = load_hardware("h200")
+    p = OpPricer(hw, ROOFLINE["efficiency"], ROOFLINE["launch_s"], prof)
+    assert p.kind == "analytical"
+    p.measured.add(("gemm", "bf16"))
+    assert p.kind == "measured"
+    p.fall_back("elementwise", "bf16", "no table", absent=True)
+    assert p.kind == "measured"
+    p.fall_back("attn_prefill", "fp8", "not imported")
+    assert p.kind == "mixed"
+    plain = OpPricer(hw, ROOFLINE["efficiency"], ROOFLINE["launch_s"])  # no grid profile: the old rule
+    plain.fall_back("elementwise", "bf16", "ignored without a grid", absent=True)
+    assert plain.kind == "analytical" and plain.fallback == {}

@@ -29,8 +29,12 @@ TensorRT-LLM's `AllReduceStrategy.AUTO` likewise runs its own one-shot / two-sho
 a node and NCCL for large ones (assumption: the same 8 MiB switch; its thresholds vary by version and GPU count).
 The CUDA-graph captured custom all-reduce in steps that replay a graph, its eager table (where measured; a staging
 copy into the registered buffer) in eager steps. EP all-to-all with the `generic` kernel within one node: NCCL
-all-to-all of the busiest device's buffer (rows x bytes). Across nodes (TP or EP wider than a node: the tables are
-one node), DeepEP kernels, PP sends and host fetches keep the forms above, listed with their reasons.
+all-to-all of the busiest device's buffer (rows x bytes). DeepEP's kernels (`deepep_normal`, `deepep_low_latency`)
+from its dispatch and combine tables, by tokens per rank (the busiest device's routed rows / top-k: its skew
+folded into the tokens), hidden size, top-k, experts and EP ranks, which span nodes (the tables measure 1 to 8
+nodes of 8 GPUs): each phase in the format the tables moved (dispatch FP8 with block scales, combine BF16),
+another format falls back. EP ranks beyond the measured ones, generic all-to-all and TP across nodes (NCCL's
+tables are one node), PP sends and host fetches keep the forms above, listed with their reasons.
 """
 from __future__ import annotations
 
@@ -38,6 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from calibrate import ops
+from calibrate.aic.names import DEEPEP_GPUS_PER_NODE, DEEPEP_PHASES
 from inferplan.specs import HardwareSpec
 from calibrate.efficiency import Generation
 
@@ -47,6 +52,8 @@ CUSTOM_ALLREDUCE_MAX_BYTES = 8 * 1024 * 1024
 # NCCL's all-to-all moves bytes without arithmetic: its measured formats by element width (a bf16 or fp8 dispatch
 # moves what an fp16 or int8 one does).
 _A2A_DTYPE_BY_WIDTH = {1.0: "int8", 2.0: "fp16"}
+# The DeepEP kernels of a deployment (`communication.ep_kernel_*`) -> the `kernel` of the measured tables.
+DEEPEP_KERNELS = {"deepep_normal": "normal", "deepep_low_latency": "low_latency"}
 
 
 @dataclass(frozen=True)
@@ -60,7 +67,8 @@ class Links:
     efficiency scales applied."""
 
     def __init__(self, hw: HardwareSpec, *, tp: int, ep: int, stage_devices: int, pp: int, link_efficiency: float,
-                 scale: dict[str, float], generation: Generation | None = None, grid: Any = None) -> None:
+                 scale: dict[str, float], generation: Generation | None = None, grid: Any = None,
+                 moe_shape: tuple[int, int, int] = (0, 0, 0)) -> None:
         self.hw, self.tp, self.ep, self.pp = hw, tp, ep, pp
         self.custom_ar = generation.allreduce if generation is not None and tp <= hw.devices_per_node else None
         self.deepep = generation.all_to_all if generation is not None else None
@@ -94,6 +102,41 @@ class Links:
                                       if grid.covers("allreduce", impl=i) and _within(grid, "allreduce", tp, impl=i))
                 self.eager_differs = "custom_eager" in self.ar_impls
             self.a2a_grid = 1 < ep <= dpn and _within(grid, "all_to_all", ep, dtype="fp16")
+        # DeepEP dispatch / combine: the MoE layer's (hidden, top-k, experts); per (kernel, phase, format) why the
+        # tables do not price it ("" where they do) and whether the database measures no such thing at all.
+        self.moe_shape = moe_shape
+        self._deepep: dict[tuple[str, str, str], tuple[str, bool]] = {}
+
+    def deepep_coverage(self, kernel: str, phase: str, dtype: str) -> tuple[str, bool]:
+        """("", False) when the grid prices DeepEP `kernel`'s `phase` ("dispatch" / "combine") moving `dtype` values
+        at this EP size, else (why not, whether the database measures no such thing). Kept."""
+        key = (kernel, phase, dtype)
+        hit = self._deepep.get(key)
+        if hit is None:
+            hit = self._deepep[key] = self._deepep_coverage(kernel, phase, dtype)
+        return hit
+
+    def _deepep_coverage(self, kernel: str, phase: str, dtype: str) -> tuple[str, bool]:
+        grid, ep = self.grid, self.ep
+        name = DEEPEP_KERNELS.get(kernel, "")
+        if grid is None or not name or ep <= 1:
+            return "not a DeepEP kernel under a grid profile", False
+        op = "deepep_" + phase
+        if not grid.covers(op, kernel=name, dtype=DEEPEP_PHASES[op]):  # (`declare` asks whether the database has any)
+            return f"no DeepEP {name} {phase} measurements in the grid profile", False
+        table = DEEPEP_PHASES[op]
+        if ops.check_dtype(dtype)["act_bytes"] != ops.check_dtype(table)["act_bytes"] and not (
+                dtype in ("fp8", "fp8_block") and table in ("fp8", "fp8_block")):
+            return f"DeepEP {phase} of {dtype} values: the tables measure {table} {phase} only", True
+        if self.hw.devices_per_node != DEEPEP_GPUS_PER_NODE:
+            return (f"DeepEP measured on nodes of {DEEPEP_GPUS_PER_NODE} GPUs, this hardware has "
+                    f"{self.hw.devices_per_node} per node", True)
+        counts = grid.gpu_counts(op, kernel=name, dtype=table)
+        if not counts or not counts[0] <= ep <= counts[-1]:
+            have = f"{counts[0]}-{counts[-1]}" if counts else "no"
+            return (f"EP {ep} ({ep / DEEPEP_GPUS_PER_NODE:g} nodes): DeepEP {name} measured on {have} ranks "
+                    f"(up to {counts[-1] // DEEPEP_GPUS_PER_NODE if counts else 0} nodes)", True)
+        return "", False
 
     def allreduce_s(self, nbytes: float, graphed: bool = True) -> float:
         """One TP all-reduce of `nbytes` in an iteration that replays a CUDA graph or not (`graphed`)."""
@@ -128,12 +171,24 @@ class Links:
         return "nccl" if "nccl" in impls else ""
 
     def all_to_all_s(self, rows: float, elem_bytes: float, top_k: int, node_dedup: bool,
-                     kernel: str = "generic", dtype: str = "bf16") -> float:
-        """One all-to-all phase moving `rows` rows of `elem_bytes` bytes (values in `dtype`) from/to the busiest
-        device, with the deployment's EP kernel (DeepEP figures where the generation has them; else generic)."""
+                     kernel: str = "generic", dtype: str = "bf16", phase: str = "") -> float:
+        """One all-to-all phase (`phase`: "dispatch" or "combine"; "" unknown) moving `rows` rows of `elem_bytes`
+        bytes (values in `dtype`) from/to the busiest device, with the deployment's EP kernel (measured DeepEP
+        tables where the grid has them; DeepEP figures where the generation has them; else generic)."""
         if self.ep <= 1 or rows <= 0:
             return 0.0
         n, ep = self.node_devices, self.ep
+        if phase and self.grid is not None and kernel != "generic" and not self.deepep_coverage(kernel, phase,
+                                                                                                 dtype)[0]:
+            ckey = kernel + "/" + phase
+            curve = self._curves.get(ckey)
+            if curve is None:
+                hidden, topk, experts = self.moe_shape
+                op = "deepep_" + phase
+                curve = self._curves[ckey] = self.grid.curve(op, kernel=DEEPEP_KERNELS[kernel],
+                                                             dtype=DEEPEP_PHASES[op], hidden=hidden, topk=topk,
+                                                             experts=experts, gpus=ep)
+            return curve(rows / top_k) / self.a2a_scale
         if kernel == "generic" and self.a2a_grid:
             nccl = self.a2a_dtype(dtype)
             if nccl:
@@ -174,39 +229,52 @@ class Links:
     def declare(self, record: Any, kernels: tuple[str, ...], dtypes: tuple[str, ...], cold_experts: bool) -> None:
         """Under a grid profile, record (`record.measured` / `record.fall_back`, an `OpPricer`) how this instance's
         collectives are priced: a property of the configuration (the message sizes a run meets do not change the
-        list), with the reason of each fallback. `kernels`: the EP kernels of prefill and decode steps; `dtypes`:
-        the dispatch and combine formats."""
+        list), with the reason of each fallback and whether the database measures no such collective at all
+        (NCCL and the custom all-reduce are measured within one node; DeepEP on 1 to 8 nodes). `kernels`: the EP
+        kernels of the steps the pool runs; `dtypes`: the dispatch and combine formats, in that order."""
         if self.grid is None:
             return
         dpn = self.hw.devices_per_node
         if self.tp > 1:
             if self.tp > dpn:
-                record.fall_back("allreduce", "inter_node", f"TP {self.tp} spans nodes: the tables are one node")
+                record.fall_back("allreduce", "inter_node", f"TP {self.tp} spans nodes: the tables are one node",
+                                 True)
             elif not self.ar_impls:
-                record.fall_back("allreduce", "intra_node", f"no all-reduce measured for {self.tp} GPUs")
+                record.fall_back("allreduce", "intra_node", f"no all-reduce measured for {self.tp} GPUs", True)
             else:
                 for impl in self.ar_impls:
                     record.measured.add(("allreduce", impl))
                 if "nccl" not in self.ar_impls:
-                    record.fall_back("allreduce", "nccl", "messages above 8 MiB: no NCCL all-reduce measured")
+                    record.fall_back("allreduce", "nccl", "messages above 8 MiB: no NCCL all-reduce measured", True)
         if self.ep > 1:
             for kernel in sorted(set(kernels)):
                 if kernel != "generic":
-                    record.fall_back("all_to_all", kernel, "DeepEP kernels: not in the tables")
+                    for phase, dt in zip(("dispatch", "combine"), dtypes):
+                        why, absent = self.deepep_coverage(kernel, phase, dt)
+                        family = "deepep_normal" if kernel == "deepep_normal" else "deepep_ll"
+                        if why and not absent and not record.in_database(family):
+                            why, absent = why + f" (the database has no {family} table for this GPU)", True
+                        if why:
+                            record.fall_back("all_to_all", f"{kernel}_{phase}", why, absent)
+                        else:
+                            record.measured.add(("all_to_all", f"{kernel}_{phase}"))
                 elif self.ep > dpn:
-                    record.fall_back("all_to_all", "inter_node", f"EP {self.ep} spans nodes: the tables are one node")
+                    record.fall_back("all_to_all", "inter_node", f"EP {self.ep} spans nodes: the tables are one node",
+                                     True)
                 elif not self.a2a_grid:
-                    record.fall_back("all_to_all", "generic", f"no all-to-all measured for {self.ep} GPUs")
+                    record.fall_back("all_to_all", "generic", f"no all-to-all measured for {self.ep} GPUs", True)
                 else:
                     for dt in sorted(set(dtypes)):
                         if self.a2a_dtype(dt):
                             record.measured.add(("all_to_all", f"nccl_{dt}"))
                         else:
-                            record.fall_back("all_to_all", dt, f"no NCCL all-to-all of {dt}-sized values measured")
+                            record.fall_back("all_to_all", dt, f"no NCCL all-to-all of {dt}-sized values measured",
+                                             True)
         if self.pp > 1:
-            record.fall_back("pp_send", "bf16", "pipeline send/recv: not in the tables")
+            record.fall_back("pp_send", "bf16", "pipeline send/recv: not in the tables", True)
         if cold_experts:
-            record.fall_back("host_fetch", "experts", "cold-expert fetches over the host link: not in the tables")
+            record.fall_back("host_fetch", "experts", "cold-expert fetches over the host link: not in the tables",
+                             True)
 
     def pp_send_s(self, nbytes: float) -> float:
         if self.pp <= 1 or nbytes <= 0:

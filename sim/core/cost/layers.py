@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from calibrate import ops
+from calibrate.aic.names import MLA_DIMS
 from inferplan.specs import ModelSpec
 from sim.core.cost import experts as ex
 from sim.core.cost.comm import Links
@@ -74,19 +75,23 @@ class LayerPricer:
             self.cold_share = ex.cold_traffic_share(dep.experts, e.num_experts, lay.cold_experts)
             self.expert_bytes = expert_bytes_per_device(m, dep, lay)
         # Under a grid profile (measured per-op latencies), which of this layer's ops its tables price: GQA
-        # attention in the KV format (not MLA, not the sparse indexer), the routed experts at the routing
+        # attention in the KV format, dense MLA attention of DeepSeek-V3's dimensions in the KV format (recorded
+        # when first priced: a prefill pool runs no decode attention), the routed experts at the routing
         # distribution the deployment states (`moe_distribution`); the rest falls back, with its reason.
         self.gqa_grid = False
         self.moe_grid = False
         self.moe_distribution = "balanced"
+        self._mla_reason = ""
+        self._mla_absent = False
+        self._mla_noted = ""  # the MLA attentions (prefill, decode) already recorded as measured or not
+        self.bmm_grid = False  # MLA decode's absorbed products from their own table (else as GEMMs)
         if pricer.grid is not None:
             if m.attention_kind == "gqa":
                 self.gqa_grid = (pricer.measures("attn_prefill", self.kv_op_dtype, dtype=self.kv_op_dtype)
                                  and pricer.measures("attn_decode", self.kv_op_dtype, dtype=self.kv_op_dtype))
             else:
-                pricer.fall_back("attn_prefill", "bf16", "MLA attention: the tables hold GQA attention only")
-                pricer.fall_back("attn_mla_decode", self.kv_op_dtype, "MLA attention: the tables hold GQA "
-                                 "attention only")
+                self._mla_reason, self._mla_absent = self._mla_coverage()
+                self.bmm_grid = self._bmm_coverage()
             s = dep.sparse_attention
             if s is not None:
                 for op in ("attn_prefill", "attn_decode"):
@@ -96,6 +101,50 @@ class LayerPricer:
                     self.fmt["experts"]))
                 self.moe_grid = pricer.measures("moe_gemm", self.fmt["experts"], dtype=self.fmt["experts"],
                                                 distribution=self.moe_distribution)
+
+    def _mla_dims(self) -> dict[str, int]:
+        m = self.m
+        return {"kv_lora_rank": m.kv_lora_rank, "qk_rope_head_dim": m.qk_rope_head_dim,
+                "qk_nope_head_dim": m.qk_nope_head_dim, "v_head_dim": m.v_head_dim}
+
+    def _mla_coverage(self) -> tuple[str, bool]:
+        """("", _) when the grid prices this model's MLA attention, else (why not, whether the database measures
+        no such attention at all)."""
+        grid, dims = self.pricer.grid, self._mla_dims()
+        if dims != MLA_DIMS:
+            return (f"MLA dimensions {dims}: the tables measure DeepSeek-V3's ({MLA_DIMS}) only", True)
+        if self.dep.sparse_attention is not None:
+            return ("sparse MLA attention (top-k keys): the tables measured here hold dense MLA", False)
+        lack = [f for f in ("mla_prefill", "mla_decode") if not grid.covers("attn_" + f, dtype=self.kv_op_dtype)]
+        if not lack:
+            return "", False
+        absent = not any(self.pricer.in_database(f) for f in lack)
+        return (f"no {' or '.join(lack)} measurements of a {self.kv_op_dtype} KV cache in the grid profile"
+                + (" (the database has none for this GPU)" if absent else ""), absent)
+
+    def _bmm_coverage(self) -> bool:
+        """Whether the grid prices MLA decode's absorbed products from their table (DeepSeek-V3's dimensions, bf16
+        as the simulator runs them); recorded when first priced."""
+        grid = self.pricer.grid
+        return self._mla_dims() == MLA_DIMS and grid.covers("mla_bmm_pre", dtype="bf16") and grid.covers("mla_bmm_post",
+                                                                                              dtype="bf16")
+
+    def _note_mla(self, phase: str) -> None:
+        """Record, once per phase, how this layer's MLA attention is priced (measured, or the fallback and why)."""
+        if phase in self._mla_noted or self.pricer.grid is None:
+            return
+        self._mla_noted += phase
+        if phase == "bmm":
+            self.pricer.measured.add(("mla_bmm", "bf16"))
+            return
+        op, label = ("attn_mla_prefill", self.kv_op_dtype) if phase == "prefill" else ("attn_mla_decode",
+                                                                                          self.kv_op_dtype)
+        if not self._mla_reason:
+            self.pricer.measured.add((op, label))
+        elif phase == "prefill":
+            self.pricer.fall_back("attn_prefill", "bf16", self._mla_reason, self._mla_absent)
+        else:
+            self.pricer.fall_back("attn_mla_decode", self.kv_op_dtype, self._mla_reason, self._mla_absent)
 
     # -- single ops -------------------------------------------------------------------------------------------
     def gemm(self, rows: float, n: float, k: float, dtype: str) -> float:
@@ -140,7 +189,13 @@ class LayerPricer:
                 launches += 1
             if w.decode_seqs:  # decode absorbs W_UK into the query and W_UV into the output: per-head products
                 rows = w.decode_seqs * w.queries
-                proj += self.gemm(rows, h * rank, nope, "bf16") + self.gemm(rows, h * v, rank, "bf16")
+                if self.bmm_grid:  # (measured as the batched products they are)
+                    self._note_mla("bmm")
+                    hi = int(round(h))
+                    proj += (self.pricer.mla_bmm_s("mla_bmm_pre", "bf16", rows, hi)
+                             + self.pricer.mla_bmm_s("mla_bmm_post", "bf16", rows, hi))
+                else:
+                    proj += self.gemm(rows, h * rank, nope, "bf16") + self.gemm(rows, h * v, rank, "bf16")
                 launches += 2
         launches += 3 if m.attention_kind == "mla" else 2
         if w.prefill_tokens:
@@ -163,7 +218,12 @@ class LayerPricer:
             if m.attention_kind == "gqa":
                 t = self._prefill_attention(w, hi, int(round(max(1.0, m.num_kv_heads / self.lay.tp))), m.head_dim,
                                             self.kv_bytes)
+            elif self.pricer.grid is not None and not self._mla_reason:
+                self._note_mla("prefill")
+                t = self.pricer.mla_prefill_s(self.kv_op_dtype, w.prefill_tokens, w.prefill_q_sq, w.prefill_q_ctx,
+                                              hi)
             else:
+                self._note_mla("prefill")
                 t = self._prefill_attention(w, hi, hi, (m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim) // 2,
                                             2.0)
             self.cache.remember(kept, key, t)
@@ -206,6 +266,9 @@ class LayerPricer:
                 return t + self.pricer.gqa_decode_s(self.kv_op_dtype, seqs, ctx, heads, kv, m.head_dim)
             return t + self.pricer.time_s_array("attn_decode", self.kv_op_dtype, *ops.attn_decode_work(
                 seqs, ctx, heads, kv, m.head_dim, self.kv_bytes))
+        self._note_mla("decode")
+        if self.pricer.grid is not None and not self._mla_reason:
+            return t + self.pricer.mla_decode_s(self.kv_op_dtype, seqs, ctx, heads)
         return t + self.pricer.time_s_array("attn_mla_decode", self.kv_op_dtype, *ops.attn_mla_decode_work(
             seqs, ctx, heads, m.kv_lora_rank, m.qk_rope_head_dim, self.kv_bytes))
 
@@ -255,9 +318,9 @@ class LayerPricer:
             c = self.dep.communication
             wire = max(T * e.top_k / lay.tp, rows)
             kernel = c.ep_kernel_prefill if w.prefill_tokens else c.ep_kernel_decode
-            for dt in (c.dispatch_dtype, c.combine_dtype):
+            for phase, dt in (("dispatch", c.dispatch_dtype), ("combine", c.combine_dtype)):
                 comm += self.links.all_to_all_s(wire, H * ops.check_dtype(dt)["act_bytes"], e.top_k, c.node_dedup,
-                                                kernel, dt)
+                                                kernel, dt, phase)
         hits = ex.expected_cold_hits(lay.cold_experts, self.cold_share, e.top_k, w.moe_tokens)
         fetch = self.links.host_fetch_s(hits / lay.ep * self.expert_bytes)
         return dense, routed, comm, fetch, rows

@@ -11,10 +11,18 @@ were priced from which source, so every run can say what its numbers rest on.
 A grid profile (`Profile.grid`: per-op latencies measured in a serving engine, imported from NVIDIA
 AIConfigurator by `python -m calibrate.import_aic`) prices every op it covers from its measurements instead, through
 `grid` (the profile's `calibrate.aic.lookup.GridLookup`: its `GridModel` sliced along the arguments that vary, so
-a shape met for the first time costs microseconds; kept with the profile, shared by its pools' pricers): GEMMs (`gemm_s`), GQA prefill and decode attention
-(`gqa_prefill_s`, `gqa_decode_s`), the routed-expert block (`moe_block_s`) and, through `sim.core.cost.comm.Links`,
-intra-node all-reduce and all-to-all. What it does not cover falls back to the forms above and is listed with its
-reason (`fallback`). A measured latency is divided by the op's `efficiency_scale` (1.0 by default: as measured).
+a shape met for the first time costs microseconds; kept with the profile, shared by its pools' pricers): GEMMs
+(`gemm_s`), GQA prefill and decode attention (`gqa_prefill_s`, `gqa_decode_s`), MLA prefill and decode attention
+(`mla_prefill_s`, `mla_decode_s`: the attention kernel alone, its projections being GEMMs; `mla_bmm_s`: decode's
+absorbed per-head products, batched over heads), the routed-expert block
+(`moe_block_s`) and, through `sim.core.cost.comm.Links`, intra-node all-reduce and all-to-all and DeepEP dispatch
+/ combine. What it does not cover falls back to the forms above and is listed with its reason (`fallback`). A
+measured latency is divided by the op's `efficiency_scale` (1.0 by default: as measured).
+
+Provenance (`kind`): `analytical` when nothing was priced from measurements; under a grid profile `measured` when
+every fallback is of something the database does not measure at all (`absent`: elementwise kernels, pipeline
+sends, multi-node collectives beyond the measured nodes, ...; listed with their reasons), `mixed` when some op the
+database measures was still priced analytically (a format, model shape or family the profile did not import).
 """
 from __future__ import annotations
 
@@ -59,6 +67,7 @@ class OpPricer:
         self._gemm_curves: dict[tuple, Any] = {}  # (format, n, k) -> the grid's GEMM over its rows
         self._curves: dict[tuple, Any] = {}  # (op, fixed arguments) -> the grid's op over its varying ones
         self.fallback: dict[str, str] = {}
+        self.absent: set[str] = set()  # fallbacks of what the database does not measure (`kind`)
 
     def _resolve(self, op: str, dtype: str) -> tuple[EfficiencyCurve, float, float]:
         compute = check_dtype(dtype)["compute"]
@@ -161,35 +170,67 @@ class OpPricer:
             if hit:
                 self.measured.add((op, label))
             else:
+                family = grid_family(op)
+                absent = not self.in_database(family)
                 self.fall_back(op, label, "no " + " ".join(str(v) for v in cat.values()) + " measurements in "
-                               "the grid profile")
+                               "the grid profile" + (f" (the database has no {family} table for this GPU)"
+                                                     if absent else ""), absent)
         return hit
 
-    def fall_back(self, op: str, label: str, reason: str) -> None:
-        """Record that `op/label` is priced analytically under a grid profile, and why (nothing without one)."""
+    def fall_back(self, op: str, label: str, reason: str, absent: bool = False) -> None:
+        """Record that `op/label` is priced analytically under a grid profile, and why (nothing without one);
+        `absent`: the database measures no such op (it then does not make the pricing `mixed`: `kind`)."""
         if self.grid is not None:
+            key = f"{op}/{label}"
             self.analytical.add((op, label))
-            self.fallback.setdefault(f"{op}/{label}", reason)
+            self.fallback.setdefault(key, reason)
+            if absent:
+                self.absent.add(key)
+
+    def in_database(self, family: str) -> bool:
+        """Whether the database the grid profile came from has `family`'s table for this GPU (in any engine's
+        folder): False only where the profile's import recorded it missing from the database; a profile that
+        does not say (an older import) counts as having it."""
+        profile = self.profile
+        if profile is None:
+            return True
+        fams = profile.provenance.get("provenance") or {}
+        entry = fams.get(family) if isinstance(fams, dict) else None
+        return not (isinstance(entry, dict) and "missing" in entry and entry.get("in_database") is False)
 
     def gqa_prefill_s(self, kv_dtype: str, prefill_tokens: float, q_sq: float, q_ctx: float, heads: int,
                       kv_heads: int, head_dim: int) -> float:
         """Measured GQA prefill attention of chunks with `prefill_tokens` new tokens, `q_sq` = sum q (q+1)/2 and
         `q_ctx` = sum q c attended pairs (per device heads), as equal prompts with the same tokens and pairs
-        (`prefill_shape`). NOTE: fewer pairs than one prompt of that length (a short chunk after a long cached
-        context: batch < 1) is priced as that share of one prompt's time (time scales with work at the efficiency
-        the grid measured for that attended length), at least the grid's smallest prompt."""
-        batch, seq = prefill_shape(prefill_tokens, q_sq, q_ctx)
+        (`_prefill_s`)."""
         key = ("attn_prefill", kv_dtype, heads, kv_heads, head_dim)
         curve = self._curves.get(key)
         if curve is None:
             curve = self._curves[key] = self.grid.curve("attn_prefill", heads=heads, kv_heads=kv_heads,
                                                         head_dim=head_dim, dtype=kv_dtype)
-        scale = self.efficiency_scale.get("attn_prefill", 1.0)
-        if batch >= 1.0:
-            return curve(batch, seq) / scale
-        t = batch * curve(1.0, seq)
-        floor = curve(1.0, 1.0)
-        return (t if t >= floor else floor) / scale
+        return _prefill_s(curve, prefill_tokens, q_sq, q_ctx) / self.efficiency_scale.get("attn_prefill", 1.0)
+
+    def mla_prefill_s(self, kv_dtype: str, prefill_tokens: float, q_sq: float, q_ctx: float, heads: int) -> float:
+        """Measured MLA prefill attention (the kernel alone, DeepSeek-V3's dimensions) of chunks as in
+        `gqa_prefill_s`, `heads` per device."""
+        key = ("attn_mla_prefill", kv_dtype, heads)
+        curve = self._curves.get(key)
+        if curve is None:
+            curve = self._curves[key] = self.grid.curve("attn_mla_prefill", heads=heads, dtype=kv_dtype)
+        return _prefill_s(curve, prefill_tokens, q_sq, q_ctx) / self.efficiency_scale.get("attn_prefill", 1.0)
+
+    def mla_decode_s(self, kv_dtype: str, seqs: float, ctx: PerContext, heads: int) -> PerContext:
+        """Measured MLA decode attention (absorbed weights, the kernel alone) of `seqs` sequences holding `ctx`
+        cached tokens in all (a float or an array over a run's context sums), `heads` per device (draft tokens
+        being verified count as heads: the kernel packs a sequence's queries with its heads)."""
+        batch, per_seq = decode_shape(seqs, ctx)
+        key = ("attn_mla_decode", kv_dtype, heads)
+        curve = self._curves.get(key)
+        if curve is None:
+            curve = self._curves[key] = self.grid.curve("attn_mla_decode", heads=heads, dtype=kv_dtype)
+        t: PerContext = curve(batch, per_seq)
+        scale = self.efficiency_scale.get("attn_mla_decode", 1.0)
+        return t if scale == 1.0 else t / scale
 
     def gqa_decode_s(self, kv_dtype: str, seqs: float, ctx: PerContext, heads: int, kv_heads: int,
                      head_dim: int) -> PerContext:
@@ -204,6 +245,15 @@ class OpPricer:
         t: PerContext = curve(batch, per_seq)
         scale = self.efficiency_scale.get("attn_decode", 1.0)
         return t if scale == 1.0 else t / scale
+
+    def mla_bmm_s(self, op: str, dtype: str, tokens: float, heads: int) -> float:
+        """Measured MLA decode absorbed product `op` (`mla_bmm_pre`: W_UK into the query; `mla_bmm_post`: W_UV out
+        of the latent output) of `tokens` decoding query tokens over `heads` per device."""
+        key = (op, dtype, heads)
+        curve = self._curves.get(key)
+        if curve is None:
+            curve = self._curves[key] = self.grid.curve(op, heads=heads, dtype=dtype)
+        return curve(tokens) / self.efficiency_scale.get("gemm", 1.0)
 
     def moe_block_s(self, dtype: str, tokens: float, hidden: float, inter: float, topk: int, experts: int,
                     tp: int, ep: int, distribution: str) -> float:
@@ -226,7 +276,7 @@ class OpPricer:
         form = g.elementwise if g is not None else None
         if self.grid is not None:
             self.fall_back("elementwise", "bf16", "no elementwise kernels (norms, rotary, activation, residual) in "
-                           "the AIConfigurator tables")
+                           "the AIConfigurator tables", True)
         if form is None or (profile is not None and profile.curve("elementwise", "bf16") is not None):
             return self.time_s("elementwise", "bf16", *ops.elementwise_work(elements)) if tokens > 0 else 0.0
         self.analytical.add(("elementwise", "bf16"))
@@ -276,9 +326,38 @@ class OpPricer:
 
     @property
     def kind(self) -> str:
-        if self.measured and self.analytical:
-            return "mixed"
-        return "measured" if self.measured else "analytical"
+        """`measured`, `mixed` or `analytical` (module doc: under a grid profile a fallback of what the database
+        does not measure at all leaves the pricing `measured`)."""
+        if not self.measured:
+            return "analytical"
+        if self.grid is not None:
+            for op, label in self.analytical:
+                if f"{op}/{label}" not in self.absent:
+                    return "mixed"
+            return "measured"
+        return "mixed" if self.analytical else "measured"
+
+
+def _prefill_s(curve: Any, prefill_tokens: float, q_sq: float, q_ctx: float) -> float:
+    """A measured prefill-attention curve (batch, seq) at chunks with `prefill_tokens` new tokens and `q_sq`, `q_ctx`
+    attended pairs, as equal prompts with the same tokens and pairs (`prefill_shape`). NOTE: fewer pairs than one
+    prompt of that length (a short chunk after a long cached context: batch < 1) is priced as that share of one
+    prompt's time (time scales with work at the efficiency the grid measured for that attended length), at least
+    the grid's smallest prompt."""
+    batch, seq = prefill_shape(prefill_tokens, q_sq, q_ctx)
+    if batch >= 1.0:
+        return float(curve(batch, seq))
+    t = batch * float(curve(1.0, seq))
+    floor = float(curve(1.0, 1.0))
+    return t if t >= floor else floor
+
+
+def grid_family(op: str) -> str:
+    """The grid family an op's measurements come from (`calibrate.aic.grid_model`'s routing, by op name)."""
+    return {"attn_mla_prefill": "mla_prefill", "attn_mla_decode": "mla_decode", "moe_gemm": "moe",
+            "mla_bmm_pre": "mla_bmm", "mla_bmm_post": "mla_bmm",
+            "allreduce": "custom_allreduce", "all_to_all": "nccl", "deepep_dispatch": "deepep_normal",
+            "deepep_combine": "deepep_normal"}.get(op, op)
 
 
 def _one_knot_s(curve: EfficiencyCurve, peak: float, bw: float, scale: float, flops: float, bytes_: float) -> float:
@@ -298,15 +377,20 @@ def grid_source(meta: dict, hardware: str) -> dict:
     fams = meta.get("provenance") or {}
     engine = str((meta.get("engine") or {}).get("framework") or "")
     versions = sorted({str(f.get("version")) for name, f in fams.items()
-                       if isinstance(f, dict) and name != "nccl" and f.get("version")})
+                       if isinstance(f, dict) and name != "nccl" and f.get("version")
+                       and f.get("framework", engine) == engine})
     nccl = fams.get("nccl") if isinstance(fams.get("nccl"), dict) else {}
     nccl_version = str(nccl.get("version") or "") if nccl else ""
+    deepep = sorted({f"{ENGINE_NAMES.get(str(f.get('framework')), str(f.get('framework')))} {v}"
+                     for name, f in fams.items() if isinstance(f, dict) and name.startswith("deepep")
+                     for v in (f.get("measured_versions") or {})})
     name = ENGINE_NAMES.get(engine, engine)
     device = meta.get("device", hardware)
     text = (f"{src.get('name', 'AIConfigurator database')} ({src.get('repository', '?')} commit "
             f"{src.get('commit', '?')}): ops measured inside {name} {'/'.join(versions)} on {device}"
             + (f", collectives NCCL {nccl_version}" if nccl_version else "")
+            + (f", DeepEP in {' and '.join(deepep)}" if deepep else "")
             + f"; the only grid shipped for {hardware}, the nearest available whatever engine the pool runs")
     return {"database": src.get("name"), "repository": src.get("repository"), "commit": src.get("commit"),
             "system": src.get("system"), "engine": engine, "engine_versions": versions, "nccl": nccl_version,
-            "text": text}
+            "deepep": deepep, "text": text}

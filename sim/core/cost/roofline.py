@@ -77,7 +77,9 @@ class LayeredCostModel:
         self.lay = build_layout(model, dep, where)
         self.links = Links(hw, tp=tp, ep=dep.ep, stage_devices=self.lay.stage_devices, pp=dep.pp,
                            link_efficiency=link_efficiency, scale=pricer.efficiency_scale,
-                           generation=pricer.generation, grid=pricer.grid)
+                           generation=pricer.generation, grid=pricer.grid,
+                           moe_shape=((model.hidden_size, model.moe.top_k, model.moe.num_experts)
+                                      if model.moe is not None else (0, 0, 0)))
         self.steps = StepCache(self._price, self._price_step)  # every kept cost
         self.layers = LayerPricer(model, dep, self.lay, pricer, self.links, kv_dtype, self.steps)
         self.host = host or resolve_host(dep.host, step_overhead_s, pricer.profile)
@@ -103,8 +105,9 @@ class LayeredCostModel:
                  "unified": chunk._replace(decode_seqs=1, sampled_seqs=2)}[role]
         self._price(probe, 512.0 if probe.decode_seqs else 0.0)
         c = dep.communication
-        self.links.declare(pricer, (c.ep_kernel_prefill, c.ep_kernel_decode), (c.dispatch_dtype, c.combine_dtype),
-                           self.lay.cold_experts > 0)
+        kernels = {"prefill": (c.ep_kernel_prefill,), "decode": (c.ep_kernel_decode,),
+                   "unified": (c.ep_kernel_prefill, c.ep_kernel_decode)}[role]  # (the steps this pool runs)
+        self.links.declare(pricer, kernels, (c.dispatch_dtype, c.combine_dtype), self.lay.cold_experts > 0)
 
     @property
     def kind(self) -> str:
@@ -129,6 +132,8 @@ class LayeredCostModel:
             assert p.profile is not None
             out["source"] = grid_source(p.profile.provenance, self.hw.name)
             out["fallback"] = {k: p.fallback.get(k, "not in the tables") for k in analytical_ops}
+            # (the fallbacks of ops the database does not measure at all: they leave the pricing `measured`)
+            out["not_in_database"] = sorted(k for k in analytical_ops if k in p.absent)
         if self.m.moe is not None:
             out["experts"] = {"slots_per_device": lay.expert_slots_per_layer * lay.expert_share_per_device,
                               "placement_imbalance": self.layers.base_imbalance,

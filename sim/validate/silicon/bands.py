@@ -26,8 +26,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import yaml
 
+from inferplan.config.yaml_files import read_yaml_mapping
 from inferplan.errors import InputError, exit_on_input_error
 from inferplan.specs import CONF_DIR
 from sim.validate.silicon.models import conf_model
@@ -46,7 +46,7 @@ STATISTIC = ("ratio of medians: each row's measured median latency over the simu
 @functools.cache
 def _conf(group: str, name: str) -> dict:
     path = CONF_DIR / group / f"{name}.yaml"
-    return (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
+    return read_yaml_mapping(path) if path.is_file() else {}
 
 
 def hardware_class(hardware: str) -> str:
