@@ -82,8 +82,6 @@ def advance(batch: ScheduledBatch, now: float, kv: BlockManager, running: list[S
         req.num_computed_tokens = c
         if c == prompt + req.num_output_tokens:  # caught up with its known tokens
             out = req.num_output_tokens = req.num_output_tokens + 1
-            if out == 1:
-                req.first_token_s = now
             if out >= req.output_tokens:
                 complete(req, now, kv)
                 finished.append(req)

@@ -337,8 +337,6 @@ class EngineBatching:
             if req.request_id not in undelivered:
                 continue
             undelivered.discard(req.request_id)
-            if req.first_token_s != req.first_token_s:  # NaN: the first token is sent now
-                req.first_token_s = now
             if req.num_output_tokens >= req.output_tokens:
                 if self.overlap == OVERLAP_ALL:  # done now; its slot and KV stay one more iteration
                     req.finish_s, req.status = now, "completed"
