@@ -1,7 +1,8 @@
 """The run summary (the `Summary` record of sim/results/schema.py): counts, latency percentiles, throughput, SLO
 attainment, cost, provenance, built from the engine's outcome (sim/core/outcome.py) and its request columns.
 
-Read `summarize` first: one section of the summary per function below it, each a typed record of the schema."""
+Read `summarize` (last) first: one section of the summary per function above it, each a typed record of the
+schema."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,8 +10,8 @@ import numpy as np
 from sim.config import RunConfig
 from sim.core.metrics import percentiles
 from sim.core.outcome import FleetOutcome, PoolOutcome, RunOutcome
-from sim.results.schema import (SCHEMA_VERSION, ClassSlo, Cost, CostModelInfo, Failures, Fleet, Latency, PoolFailures, PoolPricing,
-                                PoolSummary, RequestCounts, Slo, Summary, Throughput)
+from sim.results.schema import (SCHEMA_VERSION, ClassSlo, Cost, CostModelInfo, Failures, Fleet, Latency, Percentiles,
+                                PoolFailures, PoolPricing, PoolSummary, RequestCounts, Slo, Summary, Throughput)
 from sim.review import review
 
 
@@ -62,6 +63,7 @@ def _engine_note(pool: PoolOutcome) -> str:
 
 
 def _requests(cols) -> RequestCounts:
+    """How many requests arrived, completed, were rejected (and why) or were still unfinished at the end."""
     status = cols["status"]
     reasons: dict[str, int] = {}
     for r in cols["reject_reason"][status == "rejected"]:
@@ -71,7 +73,7 @@ def _requests(cols) -> RequestCounts:
             "rejected_by_reason": reasons}
 
 
-def _slo(run: RunConfig, cols, duration_s: float) -> tuple[Slo, dict, dict]:
+def _slo(run: RunConfig, cols, duration_s: float) -> tuple[Slo, Percentiles, Percentiles]:
     """The SLO section, and the overall TTFT and TPOT percentiles (over completed requests)."""
     status = cols["status"]
     done = status == "completed"
@@ -119,6 +121,7 @@ def _slo(run: RunConfig, cols, duration_s: float) -> tuple[Slo, dict, dict]:
 
 
 def _pool(pool: PoolOutcome, cols, peak: dict) -> PoolSummary:
+    """One pool's figures; `peak`: the most instances the sampler saw per pool (else those ever launched)."""
     bill, cache = pool.bill, pool.prefix_cache
     alive_h = bill["alive_instance_hours"]
     return {
@@ -127,7 +130,7 @@ def _pool(pool: PoolOutcome, cols, peak: dict) -> PoolSummary:
         "devices_per_instance": pool.devices_per_instance,
         "instances_start": pool.instances_start, "instances_max": peak.get(pool.name, pool.instances_launched),
         "instances_launched": pool.instances_launched, "usd_per_instance_hour": pool.usd_per_instance_hour,
-        **bill,  # type: ignore[typeddict-item]
+        **bill,  # (the bill's keys: sim/core/fleet/billing.py `pool_bill`, named in PoolSummary)
         "requests_completed": pool.requests_completed,
         "kv_blocks_per_instance": pool.kv_blocks_per_instance, "block_size_tokens": pool.block_size_tokens,
         "weight_bytes": pool.weight_bytes, "kv_capacity_bytes": pool.kv_capacity_bytes,
@@ -143,12 +146,14 @@ def _pool(pool: PoolOutcome, cols, peak: dict) -> PoolSummary:
 
 
 def _pricing(pool: PoolOutcome) -> PoolPricing:
+    """How the pool's instances were bought (on demand, reserved, spot) and what they were billed."""
     return {"kind": pool.price_kind, "discount": pool.price_discount,
             "on_demand_usd_per_instance_hour": pool.on_demand_usd_per_instance_hour,
             "usd_per_instance_hour": pool.usd_per_instance_hour, "usd": pool.bill["usd"]}
 
 
 def _cost(run: RunConfig, fleet: FleetOutcome, cols) -> Cost:
+    """The fleet's bill (the pools' bills summed, in pool order) per unit of work served, and the margin."""
     done = cols["status"] == "completed"
     out_tok = float(cols["output_tokens"][done].sum())
     in_tok = float(cols["prompt_tokens"][done].sum())
@@ -197,6 +202,7 @@ def _cost_model(fleet: FleetOutcome) -> CostModelInfo:
 
 
 def _fleet(fleet: FleetOutcome, cols) -> Fleet:
+    """What the autoscalers and the overload ladder did."""
     return {"scale_events": [list(e) for e in fleet.scale_events],
             "overload_transitions": [list(t) for t in fleet.overload.transitions],
             "fallback_requests": int(cols["fallback"].sum()), "autoscalers": dict(fleet.autoscalers)}
@@ -214,8 +220,7 @@ def summarize(run: RunConfig, outcome: RunOutcome) -> Summary:
     failures = {name: _failures(p, cols, moved) for name, p in fleet.pools.items()}
     out_tok = float(cols["output_tokens"][done].sum())
     in_tok = float(cols["prompt_tokens"][done].sum())
-    latency: Latency = {"ttft": ttft, "tpot": tpot, "e2e": percentiles(cols["e2e_s"], done),  # type: ignore
-                        "itl": fleet.itl_s}  # type: ignore[typeddict-item]
+    latency: Latency = {"ttft": ttft, "tpot": tpot, "e2e": percentiles(cols["e2e_s"], done), "itl": fleet.itl_s}
     throughput: Throughput = {"requests_per_s": float(done.sum()) / dur, "input_tokens_per_s": in_tok / dur,
                               "output_tokens_per_s": out_tok / dur}
     failed: Failures = {"requests_failed_over": int(moved.sum()),
@@ -234,5 +239,5 @@ def summarize(run: RunConfig, outcome: RunOutcome) -> Summary:
         "cost_model": _cost_model(fleet),
         "invariants": outcome.invariants,
         "calibration": run.calibration,
-        **review(run, outcome, partial=partial),  # type: ignore[typeddict-item]  # `verdict`, `diagnosis`
+        **review(run, outcome, partial=partial),  # `verdict`, `diagnosis` (sim/review)
     }

@@ -79,7 +79,8 @@ class RunEvidence:
         pools = {name: _pool_facts(run, name, p) for name, p in fleet.pools.items()}
         oc = fleet.overload
         placement = dict(run.scenario.placement or {})
-        return cls(requests=cols, pool_series=series, pools=pools, routes={c: list(r) for c, r in fleet.routes.items()},
+        routes = {c: list(r) for c, r in fleet.routes.items()}
+        return cls(requests=cols, pool_series=series, pools=pools, routes=routes,
                    scale_events=[tuple(e) for e in fleet.scale_events],
                    overload_transitions=[tuple(t) for t in oc.transitions],
                    fallback_pool=oc.fallback_pool if oc.enabled else None,

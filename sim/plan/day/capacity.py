@@ -93,7 +93,8 @@ def prefill_capacity(run: RunConfig, pool: PoolSteps, stats: RequestStats) -> tu
     return new_total / total_s, input_total / total_s, total_s / steps
 
 
-def decode_batch(run: RunConfig, pool: PoolSteps, context_tokens: float, tpot_target_s: float) -> tuple[int, float, str]:
+def decode_batch(run: RunConfig, pool: PoolSteps, context_tokens: float,
+                 tpot_target_s: float) -> tuple[int, float, str]:
     """The largest decode batch within the TPOT target, the memory and `max_num_seqs`: (seqs, step s, limit)."""
     per_step = pool.tokens_per_step
     max_seqs = _param(run, pool, "max_num_seqs", 1 << 30)
