@@ -68,8 +68,7 @@ def main() -> int:
     phases.done("workload")
     out = run_cluster(run, workload)
     phases.done("engine (loop, columns, invariants)")
-    summary = summarize(run, out.cluster, out.requests, out.end_s, out.peak_instances, out.invariants,
-                        out.pool_columns)
+    summary = summarize(run, out)
     phases.done("summary and review")
     with tempfile.TemporaryDirectory(prefix="soak_phases_") as tmp:
         write_run(SimResult(out.requests, out.timeseries_columns, out.pool_columns, summary), tmp)

@@ -153,3 +153,47 @@ def test_the_cycle_check_sees_a_cycle(tmp_path):
     assert _cycle(_graph(tmp_path)) == ["sim.config", "sim.resolve", "sim.core.factory", "sim.config"]
     (pkg / "core" / "factory.py").write_text("def build():\n    from sim.core.router.rr import RR\n")
     assert _cycle(_graph(tmp_path)) == []
+
+
+# The programs built on the engine read its results, not its objects: from `sim.core` they import only these
+# public entries (names at the finest level `_imports` reports: a module, or one name in a module).
+PROGRAMS = ("sim.results", "sim.review", "sim.plan", "sim.validate", "sim.sweep")
+CORE_PUBLIC = (
+    "sim.core.outcome",              # the typed outcome of a run (RunOutcome, PoolOutcome, ...)
+    "sim.core.pricing",              # step prices of a pool without a simulation (the day plan's capacity)
+    "sim.core.metrics.percentiles",  # the one percentile rule the summary, the review and the engine share
+)
+# Modules allowed past the rule, each with its reason.
+CORE_INTERNALS_ALLOWED = {
+    # The cost-model comparison prices single ops, below the step the public entry prices: it is a test of the
+    # analytical op forms themselves (sim/core/cost/pricer.py, comm.py, experts.py).
+    "sim/validate/op_analytical.py": ("sim.core.cost",),
+    # Kubernetes autoscaling reads an autoscaler's parameters back as the simulation builds them (a translation of
+    # the policy's settings, not a result; its owner moves it to a public entry).
+    "sim/plan/deploy/autoscaling.py": ("sim.core.fleet.autoscaler",),
+}
+
+
+def _program_violations() -> list[str]:
+    out = []
+    for package in PROGRAMS:
+        for path in _modules(package.replace(".", "/")):
+            rel = path.relative_to(ROOT).as_posix()
+            allowed = CORE_PUBLIC + CORE_INTERNALS_ALLOWED.get(rel, ())
+            for name in sorted(_imports(path)):
+                if _under(name, "sim.core") and not any(_under(name, a) for a in allowed):
+                    out.append(f"{rel} imports {name}")
+    return out
+
+
+def test_programs_import_only_the_engines_public_entries():
+    assert _program_violations() == []
+
+
+def test_the_program_rule_sees_a_violation(tmp_path, monkeypatch):
+    """Not vacuous: a program reaching into the cluster is found, the outcome types are not."""
+    pkg = tmp_path / "sim" / "review"
+    pkg.mkdir(parents=True)
+    (pkg / "bad.py").write_text("from sim.core.outcome import RunOutcome\nfrom sim.core.cluster import Cluster\n")
+    monkeypatch.setitem(globals(), "ROOT", tmp_path)
+    assert _program_violations() == ["sim/review/bad.py imports sim.core.cluster.Cluster"]

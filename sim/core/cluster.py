@@ -117,8 +117,8 @@ class Cluster:
         self._count_done()
 
     def _on_first_token(self, req: SimRequest, t_s: float) -> None:
-        """A first token at t_s (now, or the end of an iteration already planned: the window holds it till then)."""
-        self.monitors[req.pool].ttft.add_at(t_s, t_s - req.arrival_s, self.env.now)
+        """A first token sent at t_s (now: `Instance._first_token`)."""
+        self.monitors[req.pool].ttft.add(t_s, t_s - req.arrival_s)
 
     def _on_leave(self, req: SimRequest) -> None:
         pool, now = self.pools[req.pool], self.env.now

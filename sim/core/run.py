@@ -1,14 +1,14 @@
 """One simulation in the engine: build the cluster, run SimPy until every request ended (or the drain timeout),
 collect the request columns, the sampled series and the invariants.
 
-`run_cluster(run, workload)` returns that raw outcome; `sim/simulate.py` (`simulate`, the library entry point that
+`run_cluster(run, workload)` returns that outcome as typed records (sim/core/outcome.py: no live object leaves
+the engine); `sim/simulate.py` (`simulate`, the library entry point that
 `sim/__main__.py` and `sim/api.py` wrap) adds the summary, so the engine never imports the results layer.
 """
 from __future__ import annotations
 
 import gc
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 import numpy as np
 import simpy
@@ -18,22 +18,12 @@ from inferplan.interrupts import StopFlag, stop_requested
 from scenarios.workload import Workload
 from sim.core.cluster import Cluster
 from inferplan.config.run import RunConfig
+from sim.core.fleet.billing import revenue_usd
+from sim.core.instance.itl import ItlSketch
 from sim.core.metrics import RequestRecorder, Sampler
+from sim.core.outcome import FleetOutcome, OverloadFacts, RunOutcome
 
-
-@dataclass
-class RunOutcome:
-    """What the engine hands to the results layer: the finished cluster, request columns, sampled series,
-    invariant verdicts, and the signal that stopped the run early (0: it ran to its end)."""
-
-    cluster: Cluster
-    requests: Columns  # numbers as numpy arrays, strings as Labels (inferplan/columns.py, inferplan/labels.py)
-    timeseries_columns: dict  # TS_COLUMNS -> values per sampling interval
-    pool_columns: dict        # POOL_COLUMNS -> values per (interval, pool)
-    end_s: float
-    peak_instances: dict
-    invariants: dict[str, str]
-    interrupted_by: int = 0
+__all__ = ["RunOutcome", "run_cluster"]
 
 
 def check_invariants(cols: Columns, cluster: Cluster, arrived: int) -> dict[str, str]:
@@ -106,8 +96,26 @@ def run_cluster(run: RunConfig, workload: Workload, progress=None) -> RunOutcome
     cols = recorder.columns()
     invariants = check_invariants(cols, cluster, cluster.recorder.arrived)
     ts_columns, pool_columns = sampler.columns()
-    return RunOutcome(cluster, cols, ts_columns, pool_columns, end_s, sampler.peak_instances, invariants,
-                      interrupted_by=stop.signum)
+    return RunOutcome(cols, ts_columns, pool_columns, end_s, sampler.peak_instances, invariants,
+                      fleet_outcome(run, cluster, cols, end_s), interrupted_by=stop.signum)
+
+
+def fleet_outcome(run: RunConfig, cluster: Cluster, cols: Columns, end_s: float) -> FleetOutcome:
+    """The fleet's facts at the end of the run (what the programs read instead of the cluster)."""
+    gran = run.scenario.billing_granularity_s
+    pools = {name: p.outcome(end_s, gran) for name, p in cluster.pools.items()}
+    itl = ItlSketch()  # every instance's sketch merged, in pool and index order
+    for pool in cluster.pools.values():
+        for inst in pool.instances:
+            itl.merge(inst.itl)
+    oc = cluster.overload.cfg
+    routes = {c: list(cluster.placement.candidates(c)) for c in sorted(cols["request_class"].distinct())}
+    return FleetOutcome(
+        pools=pools, scale_events=[tuple(e) for e in cluster.scale_log],
+        autoscalers={n: type(s).__name__ for n, s in cluster.scalers.items()}, routes=routes,
+        overload=OverloadFacts(bool(oc.enabled), oc.fallback_pool, float(oc.fallback_tpot_p99_s),
+                               list(cluster.overload.transitions)),
+        itl_s=itl.summary(), revenue=revenue_usd(cols, run.scenario.price_sheet))
 
 
 def _drain_after_last_send(env: simpy.Environment, cluster: Cluster, after_s: float, deadline: simpy.Event):

@@ -15,7 +15,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from inferplan.errors import InputError
-from sim.results.schema import DONE, FAILED, INTERRUPTED, POOLS, REQUESTS, SCHEMA_VERSION, SUMMARY, TIMESERIES, Summary
+from sim.results.schema import (DONE, FAILED, INTERRUPTED, POOLS, REQUESTS, SCHEMA_VERSION, SUMMARY, TIMESERIES,
+                                Summary, summary_problem)
 
 TABLE_FILES = {"requests": REQUESTS, "timeseries": TIMESERIES, "pools": POOLS}
 RERUN_FIX = "re-run the simulation (`python -m sim ...` rewrites the folder)"
@@ -76,7 +77,12 @@ def read_summary(run_dir: Path) -> Summary:
         raise InputError(str(path), SUMMARY, f"holds a {type(data).__name__}, expected a JSON object", RERUN_FIX)
     if "requests" not in data or "scenario" not in data:
         raise InputError(str(path), SUMMARY, "not an inferplan run summary (no `scenario`/`requests`)", RERUN_FIX)
-    return cast(Summary, _upgrade(data, path))
+    data = _upgrade(data, path)
+    problem = summary_problem(data, complete=False)
+    if problem is not None:
+        field, what = problem
+        raise InputError(str(path), field, f"{what} (not the summary schema of sim/results/schema.py)", RERUN_FIX)
+    return cast(Summary, data)
 
 
 def try_summary(run_dir: Path) -> Summary | None:

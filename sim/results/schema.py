@@ -10,7 +10,8 @@ Version history: 1 (no `schema_version` key) — `cost.node_hours` held device-h
 """
 from __future__ import annotations
 
-from typing import Any, NotRequired, TypedDict
+import types
+from typing import Any, NotRequired, TypedDict, Union, get_args, get_origin, get_type_hints
 
 import pyarrow as pa
 
@@ -141,6 +142,50 @@ class Failures(TypedDict):
     pools: dict[str, PoolFailures]
 
 
+class PrefixCache(TypedDict):
+    enabled: bool
+    hit_tokens: int
+    tier2_hit_tokens: int
+    lookup_tokens: int
+
+
+class PoolSummary(TypedDict):
+    """One pool's figures: what ran, its bill (the keys of sim/core/fleet/billing.py `pool_bill`), its memory plan,
+    where its iteration time went, its prefix cache, and its cost model's own description."""
+
+    hardware: str
+    model: str
+    role: str
+    tp: int
+    weights_dtype: str
+    kv_dtype: str
+    devices_per_instance: int
+    instances_start: int
+    instances_max: int
+    instances_launched: int
+    usd_per_instance_hour: float
+    usd: float
+    billed_instance_hours: float
+    device_hours: float
+    node_hours: float | None      # None in an upgraded version-1 summary
+    alive_instance_hours: float
+    busy_instance_hours: float
+    idle_waste_usd: float
+    energy_kwh: float
+    requests_completed: int
+    kv_blocks_per_instance: int
+    block_size_tokens: int
+    weight_bytes: float
+    kv_capacity_bytes: float
+    busy_fraction: float
+    iterations: int
+    time_breakdown_s: dict[str, float]
+    hidden_communication_s: float
+    prefix_cache: PrefixCache
+    preemptions: int
+    cost_model: dict[str, Any]
+
+
 class CostModelInfo(TypedDict):
     kind: str                 # "measured", "analytical" or "mixed"
     profile: str | None
@@ -164,7 +209,7 @@ class Summary(TypedDict):
     slo: Slo
     cost: Cost
     fleet: Fleet
-    pools: dict[str, dict[str, Any]]
+    pools: dict[str, PoolSummary]
     pricing: dict[str, PoolPricing]   # how each pool's instances were bought and billed
     failures: Failures                # instance failures and what became of their requests
     cost_model: CostModelInfo
@@ -173,3 +218,65 @@ class Summary(TypedDict):
     verdict: list[dict[str, Any]]    # per SLO x class x pool, and the aggregates (sim/review/verdict.py)
     diagnosis: list[dict[str, Any]]  # per missed verdict: window, cause, evidence, try (sim/review/diagnosis.py)
     wall_time_s: float
+
+
+def summary_problem(data: Any, *, complete: bool = True) -> tuple[str, str] | None:
+    """The first place where `data` (a summary as JSON holds it: NaN written as null) breaks the `Summary` schema,
+    as (field path, problem), or None. Keys the schema does not name are allowed (a newer minor addition); a value
+    of another type is not, nor, when `complete` (what the writer checks), a missing key. A reader checks the keys
+    present (`complete=False`): partial summaries of tools and tests are read by the same code."""
+    return _problem(data, Summary, "", complete)
+
+
+def _problem(value: Any, hint: Any, path: str, complete: bool) -> tuple[str, str] | None:
+    if hint is Any:
+        return None
+    origin = get_origin(hint)
+    if origin is Union or origin is types.UnionType:
+        options = get_args(hint)
+        if value is None and type(None) in options:
+            return None
+        found = [_problem(value, h, path, complete) for h in options if h is not type(None)]
+        return None if any(f is None for f in found) else found[0]
+    if value is None:
+        return None if hint is float else (path or "summary", "is null")  # (NaN is written as null)
+    if isinstance(hint, type) and issubclass(hint, dict) and hasattr(hint, "__required_keys__"):  # a TypedDict
+        if not isinstance(value, dict):
+            return path or "summary", f"is a {type(value).__name__}, expected an object"
+        for key, sub in get_type_hints(hint, include_extras=True).items():
+            optional = get_origin(sub) is NotRequired  # (read here: postponed annotations hide it from the class)
+            if optional:
+                sub = get_args(sub)[0]
+            if key not in value:
+                if complete and not optional and key in hint.__required_keys__:
+                    return f"{path}.{key}".lstrip("."), "missing"
+                continue
+            found = _problem(value[key], sub, f"{path}.{key}".lstrip("."), complete)
+            if found:
+                return found
+        return None
+    if origin is dict:
+        if not isinstance(value, dict):
+            return path, f"is a {type(value).__name__}, expected an object"
+        sub = get_args(hint)[1]
+        for key, item in value.items():
+            found = _problem(item, sub, f"{path}.{key}", complete)
+            if found:
+                return found
+        return None
+    if origin is list:
+        if not isinstance(value, list):
+            return path, f"is a {type(value).__name__}, expected a list"
+        sub = get_args(hint)[0]
+        for i, item in enumerate(value):
+            found = _problem(item, sub, f"{path}[{i}]", complete)
+            if found:
+                return found
+        return None
+    if hint is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    elif hint is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    else:
+        ok = isinstance(value, hint)
+    return None if ok else (path, f"is {value!r}, expected {hint.__name__}")

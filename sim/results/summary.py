@@ -1,13 +1,17 @@
 """The run summary (the `Summary` record of sim/results/schema.py): counts, latency percentiles, throughput, SLO
-attainment, cost, provenance, built from the finished cluster and its request columns."""
+attainment, cost, provenance, built from the engine's outcome (sim/core/outcome.py) and its request columns.
+
+Read `summarize` (last) first: one section of the summary per function above it, each a typed record of the
+schema."""
 from __future__ import annotations
 
 import numpy as np
 
 from inferplan.config.run import RunConfig
-from sim.core.instance.itl import ItlSketch
-from sim.core.fleet.billing import pool_bill, revenue_usd, usd_per_instance_hour
 from sim.core.metrics import percentiles
+from sim.core.outcome import FleetOutcome, PoolOutcome, RunOutcome
+from sim.results.schema import (SCHEMA_VERSION, ClassSlo, Cost, CostModelInfo, Failures, Fleet, Latency, Percentiles,
+                                PoolFailures, PoolPricing, PoolSummary, RequestCounts, Slo, Summary, Throughput)
 from sim.review import review
 
 
@@ -39,10 +43,10 @@ def _within(values: np.ndarray, classes, class_names: list[str], target, no_valu
     return out
 
 
-def _failures(pool, cols, moved: np.ndarray) -> dict:
+def _failures(pool: PoolOutcome, cols, moved: np.ndarray) -> PoolFailures:
     """A pool's instance failures (sim/core/fleet/failures.py): how many, when, which instance, why, and what
     became of the requests they held (moved to another instance, or rejected for want of one)."""
-    log = pool.failure_log
+    log = pool.failures
     here = cols["pool"] == pool.name
     rejected = (cols["status"] == "rejected") & (cols["reject_reason"] == "instance_failure")
     return {"count": len(log), "times_s": [t for t, _, _ in log], "instances": [i for _, i, _ in log],
@@ -50,38 +54,31 @@ def _failures(pool, cols, moved: np.ndarray) -> dict:
             "requests_rejected": int((rejected & here).sum())}
 
 
-def _engine_note(pool) -> str:
+def _engine_note(pool: PoolOutcome) -> str:
     """The pool's engine preset beside a measured grid's provenance (the grid was measured in one engine)."""
-    engine = pool.engine
-    if engine.generic:
+    if not pool.engine:
         return " (the pool names no engine preset)"
-    version = f" {engine.engine_version}" if engine.engine_version else ""
-    return f" (the pool's engine preset: {engine.name}{version})"
+    version = f" {pool.engine_version}" if pool.engine_version else ""
+    return f" (the pool's engine preset: {pool.engine}{version})"
 
 
-def _itl(cluster) -> dict:
-    """ITL p50/p90/p99/mean over every instance's sketch (merged in pool and index order)."""
-    total = ItlSketch()
-    for pool in cluster.pools.values():
-        for inst in pool.instances:
-            total.merge(inst.itl)
-    return total.summary()
-
-
-def summarize(run: RunConfig, cluster, cols: dict, duration_s: float, sampler_peak: dict, invariants: dict,
-              pool_columns: dict | None = None, *, partial: bool = False) -> dict:
-    """The run's `summary.json` body; `partial`: a signal stopped the run before its end (its diagnosis then names
-    no cause)."""
+def _requests(cols) -> RequestCounts:
+    """How many requests arrived, completed, were rejected (and why) or were still unfinished at the end."""
     status = cols["status"]
-    done = status == "completed"
-    n = len(status)
     reasons: dict[str, int] = {}
     for r in cols["reject_reason"][status == "rejected"]:
         reasons[r] = reasons.get(r, 0) + 1
-    moved = (cols["reject_reason"] == "instance_failure") & (status != "rejected")  # failed over, not rejected
+    return {"arrived": len(status), "completed": int((status == "completed").sum()),
+            "rejected": int((status == "rejected").sum()), "unfinished": int((status == "unfinished").sum()),
+            "rejected_by_reason": reasons}
+
+
+def _slo(run: RunConfig, cols, duration_s: float) -> tuple[Slo, Percentiles, Percentiles]:
+    """The SLO section, and the overall TTFT and TPOT percentiles (over completed requests)."""
+    status = cols["status"]
+    done = status == "completed"
+    n = len(status)
     dur = max(duration_s, 1e-9)
-    out_tok = float(cols["output_tokens"][done].sum())
-    in_tok = float(cols["prompt_tokens"][done].sum())
     slo = run.slo
     classes = cols["request_class"]
     class_names = sorted(classes.distinct())
@@ -98,8 +95,7 @@ def summarize(run: RunConfig, cluster, cols: dict, duration_s: float, sampler_pe
     tpot = percentiles(tpot_s, done)
     del tpot_s
     good &= done  # completed within its class's TTFT and TPOT targets (no TPOT: one token)
-    e2e = percentiles(cols["e2e_s"], done)
-    per_class = {}
+    per_class: dict[str, ClassSlo] = {}
     for name in class_names:
         sel = classes == name
         sd = sel & done
@@ -112,98 +108,136 @@ def summarize(run: RunConfig, cluster, cols: dict, duration_s: float, sampler_pe
                            "met": {"ttft_p99": _verdict(p_ttft[name]["p99"], c_ttft),
                                    "tpot_p99": _verdict(p_tpot[name]["p99"], c_tpot),
                                    "served_fraction": bool(served_c >= slo.served_fraction)}}
-    rev = revenue_usd(cols, run.scenario.price_sheet)
     served = float(done.sum()) / n if n else None
-    pools, pricing, failures = {}, {}, {}
-    kinds = set()
-    gran = run.scenario.billing_granularity_s
+    section: Slo = {
+        "ttft_p99_s": slo.ttft_p99_s, "tpot_p99_s": slo.tpot_p99_s, "served_fraction": slo.served_fraction,
+        "attainment": float(good.sum()) / n if n else None, "goodput_requests_per_s": float(good.sum()) / dur,
+        "served": served,
+        "met": {"ttft_p99": _all_met([c["met"]["ttft_p99"] for c in per_class.values()]),
+                "tpot_p99": _all_met([c["met"]["tpot_p99"] for c in per_class.values()]),
+                "served_fraction": None if served is None else bool(served >= slo.served_fraction)},
+        "classes": per_class}
+    return section, ttft, tpot
+
+
+def _pool(pool: PoolOutcome, cols, peak: dict) -> PoolSummary:
+    """One pool's figures; `peak`: the most instances the sampler saw per pool (else those ever launched)."""
+    bill, cache = pool.bill, pool.prefix_cache
+    alive_h = bill["alive_instance_hours"]
+    return {
+        "hardware": pool.hardware, "model": pool.model, "role": pool.role, "tp": pool.tp,
+        "weights_dtype": pool.weights_dtype, "kv_dtype": pool.kv_dtype,
+        "devices_per_instance": pool.devices_per_instance,
+        "instances_start": pool.instances_start, "instances_max": peak.get(pool.name, pool.instances_launched),
+        "instances_launched": pool.instances_launched, "usd_per_instance_hour": pool.usd_per_instance_hour,
+        **bill,  # (the bill's keys: sim/core/fleet/billing.py `pool_bill`, named in PoolSummary)
+        "requests_completed": pool.requests_completed,
+        "kv_blocks_per_instance": pool.kv_blocks_per_instance, "block_size_tokens": pool.block_size_tokens,
+        "weight_bytes": pool.weight_bytes, "kv_capacity_bytes": pool.kv_capacity_bytes,
+        "busy_fraction": bill["busy_instance_hours"] / alive_h if alive_h else 0.0,
+        "iterations": pool.iterations,
+        "time_breakdown_s": dict(pool.time_breakdown_s),
+        "hidden_communication_s": pool.hidden_communication_s,
+        "prefix_cache": {"enabled": cache.enabled, "hit_tokens": cache.hit_tokens,
+                         "tier2_hit_tokens": cache.tier2_hit_tokens, "lookup_tokens": cache.lookup_tokens},
+        "preemptions": int(cols["preemptions"][cols["pool"] == pool.name].sum()),
+        "cost_model": pool.cost_model,
+    }
+
+
+def _pricing(pool: PoolOutcome) -> PoolPricing:
+    """How the pool's instances were bought (on demand, reserved, spot) and what they were billed."""
+    return {"kind": pool.price_kind, "discount": pool.price_discount,
+            "on_demand_usd_per_instance_hour": pool.on_demand_usd_per_instance_hour,
+            "usd_per_instance_hour": pool.usd_per_instance_hour, "usd": pool.bill["usd"]}
+
+
+def _cost(run: RunConfig, fleet: FleetOutcome, cols) -> Cost:
+    """The fleet's bill (the pools' bills summed, in pool order) per unit of work served, and the margin."""
+    done = cols["status"] == "completed"
+    out_tok = float(cols["output_tokens"][done].sum())
+    in_tok = float(cols["prompt_tokens"][done].sum())
     total_usd = total_dev_h = total_node_h = total_kwh = waste = 0.0
-    for name, p in cluster.pools.items():
-        parts: dict[str, float] = {}
-        for inst in p.instances:
-            for k, v in inst.parts_s.items():
-                parts[k] = parts.get(k, 0.0) + v
-        kinds.add(p.cost.kind)
-        bill = pool_bill(p, duration_s, gran)
+    for p in fleet.pools.values():
+        bill = p.bill
         total_usd += bill["usd"]
         total_dev_h += bill["device_hours"]
         total_node_h += bill["node_hours"]
         total_kwh += bill["energy_kwh"]
         waste += bill["idle_waste_usd"]
-        alive_h = bill["alive_instance_hours"]
-        pricing[name] = {"kind": p.price.kind, "discount": p.price.discount,
-                         "on_demand_usd_per_instance_hour": p.usd_per_hour,
-                         "usd_per_instance_hour": usd_per_instance_hour(p), "usd": bill["usd"]}
-        failures[name] = _failures(p, cols, moved)
-        pools[name] = {
-            "hardware": p.hardware.name, "model": p.model.name, "role": p.cfg.role, "tp": p.cfg.tp,
-            "weights_dtype": p.cfg.weights_dtype, "kv_dtype": p.cfg.kv_dtype,
-            "devices_per_instance": p.devices_per_instance,
-            "instances_start": p.cfg.instances, "instances_max": sampler_peak.get(name, len(p.instances)),
-            "instances_launched": len(p.instances), "usd_per_instance_hour": usd_per_instance_hour(p),
-            **bill,
-            "requests_completed": p.completed,
-            "kv_blocks_per_instance": p.memory.num_blocks, "block_size_tokens": p.memory.block_size_tokens,
-            "weight_bytes": p.memory.weight_bytes, "kv_capacity_bytes": p.memory.kv_capacity_bytes,
-            "busy_fraction": bill["busy_instance_hours"] / alive_h if alive_h else 0.0,
-            "iterations": sum(i.iterations for i in p.instances),
-            "time_breakdown_s": parts,
-            "hidden_communication_s": sum(getattr(i, "hidden_s", 0.0) for i in p.instances),
-            "prefix_cache": {"enabled": p.cfg.prefix_caching,
-                             "hit_tokens": sum(i.kv.hits_tokens for i in p.instances),
-                             "tier2_hit_tokens": sum(i.kv.tier2_hits_tokens for i in p.instances),
-                             "lookup_tokens": sum(i.kv.lookups_tokens for i in p.instances)},
-            "preemptions": int(cols["preemptions"][cols["pool"] == name].sum()),
-            "cost_model": p.cost.describe(),
-        }
+    rev = fleet.revenue
+    return {"usd": total_usd, "usd_per_million_output_tokens": total_usd / out_tok * 1e6 if out_tok else None,
+            "usd_per_million_input_tokens": total_usd / in_tok * 1e6 if in_tok else None,
+            "usd_per_request": total_usd / float(done.sum()) if done.any() else None,
+            "device_hours": total_dev_h, "node_hours": total_node_h, "idle_waste_usd": waste,
+            "energy_kwh": total_kwh, "billing_granularity_s": run.scenario.billing_granularity_s, "revenue": rev,
+            "margin_usd": None if rev is None else rev["usd"] - total_usd}
+
+
+_NOTES = {"analytical": "roofline over datasheet peaks x documented default efficiencies (conf/cost/roofline.yaml, "
+                        "docs/cost-model.md)",
+          "measured": "efficiency curves fitted to kernels measured on the device (calibrate/profiles)",
+          "mixed": "measured profile where it covers an op, datasheet roofline for the rest (see pools.*.cost_model)"}
+_GRID_NOTES = {"analytical": "no op of any pool is covered by its measured grid: analytical forms throughout",
+               "measured": "every op priced from per-op latencies measured in a serving engine (AIConfigurator grids)",
+               "mixed": "per-op latencies measured in a serving engine (AIConfigurator grids) where they cover an "
+                        "op, analytical forms for the rest (pools.*.cost_model: measured_ops, fallback with "
+                        "reasons)"}
+
+
+def _cost_model(fleet: FleetOutcome) -> CostModelInfo:
+    """The pricing's provenance: one kind for the run (or mixed), and the measured grids that priced each pool."""
+    kinds = {p.cost_kind for p in fleet.pools.values()}
     kind = kinds.pop() if len(kinds) == 1 else "mixed"
-    first_pool = next(iter(cluster.pools.values()))
-    note = {"analytical": "roofline over datasheet peaks x documented default efficiencies (conf/cost/roofline.yaml, "
-                          "docs/cost-model.md)",
-            "measured": "efficiency curves fitted to kernels measured on the device (calibrate/profiles)",
-            "mixed": "measured profile where it covers an op, datasheet roofline for the rest (see pools.*.cost_model)"}[kind]
+    first = next(iter(fleet.pools.values()))
     # Measured grids (cost.profile=measured): which database, engine and version measured each pool's ops
-    sources = {name: pools[name]["cost_model"]["source"]["text"] + _engine_note(p)
-               for name, p in cluster.pools.items() if "source" in pools[name]["cost_model"]}
+    sources = {name: p.cost_model["source"]["text"] + _engine_note(p)
+               for name, p in fleet.pools.items() if "source" in p.cost_model}
+    note = (_GRID_NOTES if sources else _NOTES)[kind]
+    info: CostModelInfo = {"kind": kind, "profile": first.cost_model["profile"], "hardware": first.hardware,
+                           "note": note}
     if sources:
-        note = {"analytical": "no op of any pool is covered by its measured grid: analytical forms throughout",
-                "measured": "every op priced from per-op latencies measured in a serving engine (AIConfigurator grids)",
-                "mixed": "per-op latencies measured in a serving engine (AIConfigurator grids) where they cover an "
-                         "op, analytical forms for the rest (pools.*.cost_model: measured_ops, fallback with "
-                         "reasons)"}[kind]
+        info["sources"] = sources
+    return info
+
+
+def _fleet(fleet: FleetOutcome, cols) -> Fleet:
+    """What the autoscalers and the overload ladder did."""
+    return {"scale_events": [list(e) for e in fleet.scale_events],
+            "overload_transitions": [list(t) for t in fleet.overload.transitions],
+            "fallback_requests": int(cols["fallback"].sum()), "autoscalers": dict(fleet.autoscalers)}
+
+
+def summarize(run: RunConfig, outcome: RunOutcome) -> Summary:
+    """The run's `summary.json` body (without `wall_time_s`, which the caller measures). A run that a signal
+    stopped before its end (`outcome.interrupted_by`) is `interrupted` and its diagnosis names no cause."""
+    cols, fleet, duration_s = outcome.requests, outcome.fleet, outcome.end_s
+    status = cols["status"]
+    done = status == "completed"
+    dur = max(duration_s, 1e-9)
+    moved = (cols["reject_reason"] == "instance_failure") & (status != "rejected")  # failed over, not rejected
+    slo, ttft, tpot = _slo(run, cols, duration_s)
+    failures = {name: _failures(p, cols, moved) for name, p in fleet.pools.items()}
+    out_tok = float(cols["output_tokens"][done].sum())
+    in_tok = float(cols["prompt_tokens"][done].sum())
+    latency: Latency = {"ttft": ttft, "tpot": tpot, "e2e": percentiles(cols["e2e_s"], done), "itl": fleet.itl_s}
+    throughput: Throughput = {"requests_per_s": float(done.sum()) / dur, "input_tokens_per_s": in_tok / dur,
+                              "output_tokens_per_s": out_tok / dur}
+    failed: Failures = {"requests_failed_over": int(moved.sum()),
+                        "requests_rejected": int(sum(f["requests_rejected"] for f in failures.values())),
+                        "pools": failures}
+    partial = bool(outcome.interrupted_by)
     return {
+        "schema_version": SCHEMA_VERSION, "status": "interrupted" if partial else "completed",
         "scenario": run.scenario.name, "seed": run.seed, "simulated_duration_s": duration_s,
-        "requests": {"arrived": n, "completed": int(done.sum()), "rejected": int((status == "rejected").sum()),
-                     "unfinished": int((status == "unfinished").sum()), "rejected_by_reason": reasons},
-        "latency_s": {"ttft": ttft, "tpot": tpot, "e2e": e2e, "itl": _itl(cluster)},
-        "throughput": {"requests_per_s": float(done.sum()) / dur, "input_tokens_per_s": in_tok / dur,
-                       "output_tokens_per_s": out_tok / dur},
-        "slo": {"ttft_p99_s": slo.ttft_p99_s, "tpot_p99_s": slo.tpot_p99_s, "served_fraction": slo.served_fraction,
-                "attainment": float(good.sum()) / n if n else None, "goodput_requests_per_s": float(good.sum()) / dur,
-                "served": served,
-                "met": {"ttft_p99": _all_met([c["met"]["ttft_p99"] for c in per_class.values()]),
-                        "tpot_p99": _all_met([c["met"]["tpot_p99"] for c in per_class.values()]),
-                        "served_fraction": None if served is None else bool(served >= slo.served_fraction)},
-                "classes": per_class},
-        "cost": {"usd": total_usd, "usd_per_million_output_tokens": total_usd / out_tok * 1e6 if out_tok else None,
-                 "usd_per_million_input_tokens": total_usd / in_tok * 1e6 if in_tok else None,
-                 "usd_per_request": total_usd / float(done.sum()) if done.any() else None,
-                 "device_hours": total_dev_h, "node_hours": total_node_h, "idle_waste_usd": waste, "energy_kwh": total_kwh,
-                 "billing_granularity_s": gran, "revenue": rev,
-                 "margin_usd": None if rev is None else rev["usd"] - total_usd},
-        "fleet": {"scale_events": [list(e) for e in cluster.scale_log],
-                  "overload_transitions": [list(t) for t in cluster.overload.transitions],
-                  "fallback_requests": int(cols["fallback"].sum()),
-                  "autoscalers": {n: type(s).__name__ for n, s in cluster.scalers.items()}},
-        "pools": pools,
+        "requests": _requests(cols), "latency_s": latency, "throughput": throughput, "slo": slo,
+        "cost": _cost(run, fleet, cols), "fleet": _fleet(fleet, cols),
+        "pools": {name: _pool(p, cols, outcome.peak_instances) for name, p in fleet.pools.items()},
         # (new sections at the top level: the golden summaries pin every key the older sections hold)
-        "pricing": pricing,
-        "failures": {"requests_failed_over": int(moved.sum()),
-                     "requests_rejected": int(sum(f["requests_rejected"] for f in failures.values())),
-                     "pools": failures},
-        "cost_model": {"kind": kind, "profile": first_pool.cost.describe()["profile"], "hardware": first_pool.hardware.name,
-                       "note": note, **({"sources": sources} if sources else {})},
-        "invariants": invariants,
+        "pricing": {name: _pricing(p) for name, p in fleet.pools.items()},
+        "failures": failed,
+        "cost_model": _cost_model(fleet),
+        "invariants": outcome.invariants,
         "calibration": run.calibration,
-        **review(run, cluster, cols, pool_columns, duration_s, partial=partial),  # `verdict`, `diagnosis` (sim/review)
+        **review(run, outcome, partial=partial),  # `verdict`, `diagnosis` (sim/review)
     }

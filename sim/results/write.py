@@ -14,7 +14,7 @@ from inferplan.columns import rows_of
 from sim.results.arrow_columns import arrow_column
 from sim.results.result import SimResult, nan_to_none
 from sim.results.schema import (DONE, INTERRUPTED, POOL_TYPES, POOLS, REQUEST_TYPES, REQUESTS, SUMMARY, TIMESERIES,
-                                TIMESERIES_COUNTS)
+                                TIMESERIES_COUNTS, summary_problem)
 
 
 # Fixed writer options and no wall-clock metadata: the same run gives byte-identical files.
@@ -125,6 +125,10 @@ def write_run(result: SimResult, out_dir: str | Path) -> Path:
                      for k, v in ts.items()}), out / TIMESERIES)
     pc = result.pool_columns
     _write(pa.table({k: arrow_column(v, POOL_TYPES.get(k, pa.int64())) for k, v in pc.items()}), out / POOLS)
-    (out / SUMMARY).write_text(json.dumps(nan_to_none(result.summary), indent=2, sort_keys=False) + "\n")
+    summary = nan_to_none(result.summary)
+    problem = summary_problem(summary)
+    if problem is not None:  # (a bug in the writer's caller, not bad input)
+        raise ValueError(f"{out / SUMMARY}: field {problem[0]} {problem[1]} (sim/results/schema.py Summary)")
+    (out / SUMMARY).write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n")
     done.write_text("ok\n")
     return out

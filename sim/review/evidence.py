@@ -1,6 +1,7 @@
 """The evidence a finished run leaves, as plain data the diagnosis reads (no simulator objects past this point).
 
-`RunEvidence.from_run` copies what `sim/review/diagnosis.py` needs out of the cluster at the end of a run: the
+`RunEvidence.from_run` copies what `sim/review/diagnosis.py` needs out of the engine's outcome
+(sim/core/outcome.py) and the run's configuration records at the end of a run: the
 request columns (requests.parquet), the per-pool samples (pools.parquet), the autoscalers' scale events, the
 overload ladder's transitions, every instance's start/active/stop times, each pool's autoscaler settings, the
 scheduler each pool ran (and the overrides that reach it), the placement's routes, and whether the run stopped
@@ -11,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from sim.core.outcome import PoolOutcome, RunOutcome
 
 
 @dataclass
@@ -65,55 +68,50 @@ class RunEvidence:
     overload_fallback_tpot_p99_s: float | None = None  # the ladder's fallback threshold (None: ladder off)
 
     @classmethod
-    def from_run(cls, run, cluster, cols: dict, pool_columns: dict | None, duration_s: float, *,
-                 partial: bool = False) -> "RunEvidence":
+    def from_run(cls, run, outcome: RunOutcome, *, partial: bool = False) -> "RunEvidence":
+        cols, pool_columns, fleet = outcome.requests, outcome.pool_columns, outcome.fleet
         series: dict = {}
         if pool_columns:
             names = np.asarray(pool_columns["pool"], dtype=object)
-            for name in cluster.pools:
+            for name in fleet.pools:
                 sel = names == name
                 series[name] = {k: np.asarray(v)[sel].astype(np.float64) for k, v in pool_columns.items() if k != "pool"}
-        pools = {name: _pool_facts(run, name, p) for name, p in cluster.pools.items()}
-        classes = sorted(cols["request_class"].distinct())
-        routes = {c: list(cluster.placement.candidates(c)) for c in classes}
-        oc = cluster.overload.cfg
+        pools = {name: _pool_facts(run, name, p) for name, p in fleet.pools.items()}
+        oc = fleet.overload
         placement = run.fleet.placement
+        routes = {c: list(r) for c, r in fleet.routes.items()}
         return cls(requests=cols, pool_series=series, pools=pools, routes=routes,
-                   scale_events=[tuple(e) for e in cluster.scale_log],
-                   overload_transitions=[tuple(t) for t in cluster.overload.transitions],
+                   scale_events=[tuple(e) for e in fleet.scale_events],
+                   overload_transitions=[tuple(t) for t in oc.transitions],
                    fallback_pool=oc.fallback_pool if oc.enabled else None,
                    placement=placement.name,
                    spill_queue_per_instance=placement.param("spill_queue_per_instance"),
-                   duration_s=float(duration_s), batching=run.batching.kwargs(),
+                   duration_s=float(outcome.end_s), batching=run.batching.kwargs(),
                    partial=partial,
                    overload_fallback_tpot_p99_s=float(oc.fallback_tpot_p99_s) if oc.enabled else None)
 
 
-def _pool_facts(run, name: str, pool) -> PoolFacts:
-    spec, scaler = pool.cfg, run.fleet.autoscaler(name)
-    cold = pool.cold_start
+def _pool_facts(run, name: str, pool: PoolOutcome) -> PoolFacts:
+    """One pool's facts: its configuration records (`run.setups`, `run.fleet`) and what its outcome recorded."""
+    setup = run.setups[name]
+    spec, scaler = setup.pool, run.fleet.autoscaler(name)
+    cold = setup.cold_start
     return PoolFacts(scaler.name, scaler.kwargs(), int(spec.instances),
-                     int(pool.min_instances), int(pool.max_instances),
-                     [(float(i.started_s), float(i.active_s), float(i.stopped_s)) for i in pool.instances],
+                     int(pool.min_instances), int(pool.max_instances), list(pool.instance_times_s),
                      role=str(spec.role), kv_dtype=str(spec.kv_dtype),
-                     gpu_memory_utilization=float(spec.gpu_memory_utilization) if pool.engine.generic else None,
+                     gpu_memory_utilization=float(spec.gpu_memory_utilization) if setup.engine.generic else None,
                      num_gpu_blocks_override=spec.num_gpu_blocks_override,
                      chunked_loading=bool(cold.chunked_loading) if cold.load_bytes_per_s is None else None,
                      batching=_batching_facts(run, name, pool))
 
 
-def _batching_facts(run, name: str, pool) -> BatchingFacts:
-    """The pool's scheduler, read from an instance's policy (what ran), and the override keys that reach it."""
-    cfg, engine, scheduler = run.pools[name], pool.engine, run.setups[name].scheduler
-    policy = pool.instances[0].policy if pool.instances else None
-    params = pool.batching.kwargs()
-    seqs = getattr(policy, "max_num_seqs", params.get("max_num_seqs"))
-    budget = getattr(policy, "token_budget", params.get("token_budget"))
-    chunked = getattr(policy, "chunked_prefill", None) if policy is not None else (
-        {"continuous": False, "chunked_prefill": True}.get(pool.batching.name))
-    facts = BatchingFacts(pool.batching.name if engine.generic else engine.name,
-                          None if seqs is None else int(seqs), None if budget is None else int(budget),
-                          None if chunked is None else bool(chunked), None, None, None, None, None)
+def _batching_facts(run, name: str, pool: PoolOutcome) -> BatchingFacts:
+    """The pool's scheduler as it ran (its outcome's `scheduler`), and the override keys that reach it."""
+    cfg, setup = run.pools[name], run.setups[name]
+    engine, batching, ran, scheduler = setup.engine, setup.batching, pool.scheduler, setup.scheduler
+    chunked = ran.chunked_prefill
+    facts = BatchingFacts(batching.name if engine.generic else engine.name, ran.max_num_seqs, ran.token_budget,
+                          chunked, None, None, None, None, None)
     if not engine.generic:
         if scheduler.own_engine:  # the pool's own preset: no single override reaches its keys
             return facts
@@ -124,7 +122,7 @@ def _batching_facts(run, name: str, pool) -> BatchingFacts:
             facts.chunk_search = "search.engine.chunked_prefill=[false,true]"
             facts.chunk_budget_tokens = facts.token_budget  # the preset's budget stays
         return facts
-    if seqs is not None:
+    if ran.max_num_seqs is not None:
         facts.seqs_key = _batching_key(run, name, "max_num_seqs")
     if chunked:  # (without chunking a budget below the context would leave long prompts unschedulable)
         facts.budget_key = _batching_key(run, name, "token_budget")
@@ -132,7 +130,7 @@ def _batching_facts(run, name: str, pool) -> BatchingFacts:
         # (a pool that names its own policy keeps it whatever the group is: only its own key switches it)
         key = f"scenario.pools.{name}.batching_policy" if cfg.batching_policy is not None else "batching"
         facts.chunk_on = f"{key}=chunked_prefill"
-        facts.chunk_search = f"search.{key}=[{pool.batching.name},chunked_prefill]"
+        facts.chunk_search = f"search.{key}=[{batching.name},chunked_prefill]"
         from sim.resolve import _policy_defaults  # (the preset the switch loads: conf/batching/chunked_prefill.yaml)
         facts.chunk_budget_tokens = int(scheduler.pool_batching.param(  # (the pool's own key, else the preset's)
             "token_budget", _policy_defaults("chunked_prefill")["token_budget"]))

@@ -121,15 +121,14 @@ def test_decode_batch_is_the_largest_within_the_tpot_target(traffic_and_run, sta
     _, decode = _pools(run)
     ctx = stats.kv_tokens_per_output_token
     for target in (0.02, 0.03):  # below the max_num_seqs batch's TPOT: the TPOT bound decides
-        b, step, limit = decode_batch(decode, ctx, target)
-        assert limit == "tpot" and step / decode.cost.tokens_per_step <= target
-        _, step_up, _ = decode_batch(decode, ctx, 10.0)
-        from sim.core.cost.base import BatchShape
-        more = decode.cost.step_cost(BatchShape(decode_seqs=b + 1, decode_ctx_sum=int((b + 1) * ctx),
-                                                sampled_seqs=b + 1)).total_s
-        assert more / decode.cost.tokens_per_step > target
+        b, step, limit = decode_batch(run, decode, ctx, target)
+        assert limit == "tpot" and step / decode.tokens_per_step <= target
+        _, step_up, _ = decode_batch(run, decode, ctx, 10.0)
+        from sim.core.pricing import BatchShape
+        more = decode.step_s(BatchShape(decode_seqs=b + 1, decode_ctx_sum=int((b + 1) * ctx), sampled_seqs=b + 1))
+        assert more / decode.tokens_per_step > target
     with pytest.raises(InputError, match="raise the TPOT target"):
-        decode_batch(decode, ctx, 1e-4)
+        decode_batch(run, decode, ctx, 1e-4)
 
 
 def test_day_curve_level_is_the_days_and_a_window_is_its_slice(traffic_and_run):

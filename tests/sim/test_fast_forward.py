@@ -62,3 +62,15 @@ def test_simultaneous_arrivals_at_an_idle_instance_share_its_first_iteration():
         first = res.requests["first_token_s"]
         assert first[0] == first[1] == first[2] > 1.0, ff
         assert res.summary["pools"]["main"]["iterations"] == 20 + 20, ff  # 1 prefill + 19 decodes, twice
+
+
+def test_a_first_token_inside_a_run_the_end_of_the_simulation_cuts_is_recorded_as_stepping_records_it():
+    """The drain timeout ends the simulation inside a run whose first iteration already ended: its first token was
+    sent then (its own event), so the unfinished request shows it, as when stepping one iteration at a time."""
+    from scenarios.workload import Workload
+    wl = Workload.from_columns(np.array([0.0]), np.array([500]), np.array([5000]))
+    for ff in ("true", "false"):
+        res = simulate(run_config("scenario.pools.main.instances=1", "scenario.drain_timeout_s=5",
+                                  "scenario.frontend_overhead_s=0", f"fast_forward={ff}"), wl)
+        assert list(res.requests["status"]) == ["unfinished"], ff
+        assert 0.0 < res.requests["first_token_s"][0] < 5.0, ff

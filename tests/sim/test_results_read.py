@@ -31,6 +31,8 @@ def test_version_1_is_upgraded_with_its_device_hours_kept(tmp_path):
 @pytest.mark.parametrize("summary, done, message", [
     ({**V1, "schema_version": SCHEMA_VERSION + 1}, True, "schema_version"),
     ({"hello": 1}, True, "not an inferplan run summary"),
+    ({**V1, "requests": {"arrived": "many"}}, True, "requests.arrived: is 'many', expected int"),
+    ({**V1, "schema_version": SCHEMA_VERSION, "pools": {"main": {"tp": 1.5}}}, True, "pools.main.tp"),
     (V1, False, "no DONE marker"),
 ])
 def test_other_folders_are_refused_in_one_line(tmp_path, summary, done, message):
@@ -39,3 +41,10 @@ def test_other_folders_are_refused_in_one_line(tmp_path, summary, done, message)
         read_summary(folder)
     assert message in str(info.value) and "\n" not in str(info.value)
     assert try_summary(folder) is None
+
+
+def test_the_writer_refuses_a_summary_off_the_schema():
+    from sim.results.schema import summary_problem
+
+    assert summary_problem({**V1, "schema_version": SCHEMA_VERSION}) == ("status", "missing")
+    assert summary_problem(V1, complete=False) is None

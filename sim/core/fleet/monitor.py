@@ -1,7 +1,6 @@
 """Windowed measurements that autoscalers and the overload ladder act on (what an operator's metrics show)."""
 from __future__ import annotations
 
-import heapq
 from array import array
 from typing import ClassVar, Final
 
@@ -11,10 +10,9 @@ _TRIM_EVERY: Final = 1024  # values appended between two trims of a window (boun
 
 
 class Window:
-    """Values with timestamps, kept for the last `window_s` seconds. Values are added when they happen, so stamps
-    never decrease; a value known ahead of its time (`add_at`: a first token at the end of an iteration already
-    planned) waits until then, so a read sees exactly the values whose time has come. Adding is an append to two
-    typed arrays (it runs for every request); old values are dropped when the window is read, and every
+    """Values with timestamps, kept for the last `window_s` seconds. Values are added when they happen (at the
+    simulated time of their stamp), so stamps never decrease and a read sees exactly the values whose time has
+    come. Adding is an append to two typed arrays (it runs for every request); old values are dropped when the window is read, and every
     TRIM_EVERY adds so that memory stays bounded when nobody reads it."""
 
     TRIM_EVERY: ClassVar[int] = _TRIM_EVERY
@@ -27,22 +25,6 @@ class Window:
         self._values_s = array("d")
         self._first = 0  # values before this index have left the window
         self._adds = 0
-        self._ahead: list[tuple[float, float]] = []  # (t_s, value) added ahead of t_s, a heap by time
-
-    def add_at(self, t_s: float, value: float, now_s: float) -> None:
-        """Add `value` that happens at t_s >= now_s, known now: held back until a read or an add at or after t_s
-        (values whose time has come enter in time order, so stamps stay ordered)."""
-        if t_s <= now_s:
-            self.add(t_s, value)
-        else:
-            heapq.heappush(self._ahead, (t_s, value))
-
-    def _arrive(self, now_s: float) -> None:
-        """Values added ahead whose time (<= now_s) has come, in time order."""
-        ahead = self._ahead
-        while ahead and ahead[0][0] <= now_s:
-            t_s, value = heapq.heappop(ahead)
-            self._append(t_s, value)
 
     def __len__(self) -> int:
         """Values held (those trimming has not dropped yet)."""
@@ -50,11 +32,6 @@ class Window:
 
     def add(self, t_s: float, value: float) -> None:
         """Add `value` at simulated time t_s (now: no earlier than any value added before)."""
-        if self._ahead:
-            self._arrive(t_s)
-        self._append(t_s, value)
-
-    def _append(self, t_s: float, value: float) -> None:
         self._stamps.append(t_s)
         self._values_s.append(value)
         self._adds += 1
@@ -71,8 +48,6 @@ class Window:
             self._first = 0
 
     def _values(self, now_s: float) -> np.ndarray:
-        if self._ahead:
-            self._arrive(now_s)
         self._trim(now_s)
         return np.frombuffer(self._values_s, dtype=np.float64)[self._first:].copy()
 

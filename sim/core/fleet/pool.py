@@ -16,6 +16,7 @@ from inferplan.config.fleet import ColdStart, PoolPrice
 from inferplan.config.run import PoolConfig, RunConfig, instance_bounds
 from inferplan.errors import InputError
 from sim.core.cost.factory import build_pool_pricing
+from sim.core.fleet.billing import pool_bill, usd_per_instance_hour
 from sim.core.fleet.failures import PoolFailures
 from sim.core.instance.batching import make_policy, policy_class
 from sim.core.instance.batching.base import BatchingPolicy
@@ -23,6 +24,7 @@ from sim.core.instance.engine import build_scheduler
 from sim.core.instance.instance import Instance
 from sim.core.instance.kv_cache import BlockManager, SharedKVTier
 from sim.core.instance.request_state import SimRequest
+from sim.core.outcome import PoolOutcome, PrefixCacheFacts, SchedulerFacts
 from scenarios.rng import stream
 
 
@@ -218,6 +220,50 @@ class Pool:
         watchers, self._watchers = self._watchers, []
         for event in watchers:
             event.succeed()
+
+    # -- the run's end --------------------------------------------------------------------------------------------
+    def outcome(self, end_s: float, granularity_s: float) -> PoolOutcome:
+        """The pool's facts at the end of a run that ended at `end_s` (billed at `granularity_s`)."""
+        p, instances = self.cfg, self.instances
+        parts: dict[str, float] = {}
+        for inst in instances:
+            for k, v in inst.parts_s.items():
+                parts[k] = parts.get(k, 0.0) + v
+        engine = self.engine
+        return PoolOutcome(
+            name=self.name, hardware=self.hardware.name, model=self.model.name, role=p.role, tp=p.tp,
+            weights_dtype=p.weights_dtype, kv_dtype=p.kv_dtype, engine="" if engine.generic else engine.name,
+            engine_version=engine.engine_version or "", devices_per_instance=self.devices_per_instance,
+            instances_start=p.instances, instances_launched=len(instances), min_instances=self.min_instances,
+            max_instances=self.max_instances,
+            instance_times_s=[(float(i.started_s), float(i.active_s), float(i.stopped_s)) for i in instances],
+            on_demand_usd_per_instance_hour=self.usd_per_hour, usd_per_instance_hour=usd_per_instance_hour(self),
+            price_kind=self.price.kind, price_discount=self.price.discount,
+            bill=pool_bill(self, end_s, granularity_s), requests_completed=self.completed,
+            kv_blocks_per_instance=self.memory.num_blocks, block_size_tokens=self.memory.block_size_tokens,
+            weight_bytes=self.memory.weight_bytes, kv_capacity_bytes=self.memory.kv_capacity_bytes,
+            iterations=sum(i.iterations for i in instances), time_breakdown_s=parts,
+            hidden_communication_s=sum(i.hidden_s for i in instances),
+            prefix_cache=PrefixCacheFacts(p.prefix_caching, sum(i.kv.hits_tokens for i in instances),
+                                          sum(i.kv.tier2_hits_tokens for i in instances),
+                                          sum(i.kv.lookups_tokens for i in instances)),
+            cost_kind=self.cost.kind, cost_model=self.cost.describe(), failures=list(self.failure_log),
+            scheduler=self._scheduler_facts())
+
+    def _scheduler_facts(self) -> SchedulerFacts:
+        """The settings of the scheduler that ran (the first instance's policy; every instance's is the same), or
+        of the batching parameters when the pool never had an instance."""
+        if not self.instances:
+            params = self.batching.kwargs()
+            seqs, budget = params.get("max_num_seqs"), params.get("token_budget")
+            chunked = {"continuous": False, "chunked_prefill": True}.get(self.batching.name)
+        else:
+            policy = self.instances[0].policy
+            seqs = getattr(policy, "max_num_seqs", self.batching.kwargs().get("max_num_seqs"))
+            budget = getattr(policy, "token_budget", self.batching.kwargs().get("token_budget"))
+            chunked = getattr(policy, "chunked_prefill", None)
+        return SchedulerFacts(None if seqs is None else int(seqs), None if budget is None else int(budget),
+                              None if chunked is None else bool(chunked))
 
     # -- callbacks --------------------------------------------------------------------------------------------
     def _on_stopped(self, inst: Instance) -> None:

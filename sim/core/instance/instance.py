@@ -7,6 +7,7 @@ is ignored), so a request joins exactly where stepping one iteration at a time w
 """
 from __future__ import annotations
 
+import math
 from typing import Final
 
 import numpy as np
@@ -34,7 +35,7 @@ class _Run:
     prefills finish at `head_end_s`, and the decodes follow it. Iteration ends are summed from the start in
     order, one addition per iteration: the same sums that stepping one iteration at a time makes."""
 
-    __slots__ = ("batch", "start_s", "table", "first", "stride", "m", "end_s", "head", "head_end_s", "announced")
+    __slots__ = ("batch", "start_s", "table", "first", "stride", "m", "end_s", "head", "head_end_s")
 
     def __init__(self, batch: ScheduledBatch, start_s: float, table: StepTable, first: int, stride: int, m: int,
                  head: tuple[ScheduledBatch, StepCost] | None, head_end_s: float) -> None:
@@ -42,7 +43,6 @@ class _Run:
         self.head, self.head_end_s = head, head_end_s
         self.m = m
         self.end_s = self.end_of(m)
-        self.announced = False  # the head's first tokens are announced by their own event at head_end_s
 
     def end_of(self, m: int) -> float:
         """When iteration m - 1 ends (m >= 1)."""
@@ -92,9 +92,8 @@ class Instance:
     (routers see it) -> `draining` (finishes what it holds, takes nothing new) -> `stopped` (billing ends);
     `fail()` stops an active or draining instance at once, handing back what it held.
     `on_finish(req)` is called for each request that leaves the instance (completed, or handed off to a decode
-    pool after its prefill), `on_first_token(req, t_s)` for a request's first token at t_s (when it happens, or,
-    for one at the end of a run's first iteration, when the run is planned: that time is certain, since a run
-    cut short still ends its first iteration), `on_stopped(inst)` when a draining instance has emptied,
+    pool after its prefill), `on_first_token(req, t_s)` for a request's first token when it reaches the client
+    (t_s is the simulated time then: `_first_token`), `on_stopped(inst)` when a draining instance has emptied,
     `on_state()` after each assignment to `state` (whoever makes it). Counters (`busy_s`, `parts_s`,
     `iterations`) feed the metrics; `outstanding` (waiting + running) feeds the routers.
     """
@@ -169,10 +168,10 @@ class Instance:
 
     def fail(self) -> list[SimRequest]:
         """Lost at once (a fault or a spot interruption; sim/core/fleet/failures.py): the iteration in flight is
-        neither applied nor counted (its event goes stale), the KV is gone, billing ends now (`stopped`, with
+        neither applied nor counted (its event goes stale, and so does the event of a run's first iteration not
+        ended yet: its first tokens were never produced), the KV is gone, billing ends now (`stopped`, with
         `failed_s` set). Returns every request it held, each reset to recompute its work from nothing elsewhere
-        (its emitted tokens stay emitted), in request order; the caller re-routes or rejects them. NOTE: a first
-        token announced ahead for a run's first iteration that had not ended yet stays in the TTFT monitor."""
+        (its emitted tokens stay emitted), in request order; the caller re-routes or rejects them."""
         held = self.policy.drop_all() + list(self._front.values())
         self._front.clear()
         for req in held:
@@ -331,19 +330,19 @@ class Instance:
         self._step = None
         self._apply_step(batch, start, cost.total_s, cost, now)
 
-    def _apply_step(self, batch: ScheduledBatch, start_s: float, busy_s: float, cost: StepCost, now: float,
-                    announced: bool = False) -> None:
+    def _apply_step(self, batch: ScheduledBatch, start_s: float, busy_s: float, cost: StepCost, now: float) -> None:
         """Account and apply one iteration (a step, or a run cut after its first iteration)."""
         self.hidden_s += cost.hidden_s
         parts = cost.parts
         self._account(start_s, busy_s, 1, list(parts.values()), now)  # (PARTS order: the StepCost contract)
-        self._apply(batch, now, announced)
+        self._apply(batch, now)
 
     def _start_run(self, batch: ScheduledBatch, steps: int, now: float) -> None:
         """Price `steps` iterations at once, decodes of the same members from the second on (the first may finish
-        prefills): exactly what stepping one by one gives, the ends being the same sequential sums. A request
-        whose first token comes at the end of the first iteration of a longer run is announced now with that time
-        (the run's own event comes later; the TTFT window holds the value until then, `fleet.monitor.Window`)."""
+        prefills): exactly what stepping one by one gives, the ends being the same sequential sums. The requests
+        whose prefill ends with the first iteration emit their first token then, before the run's own event (a
+        run cut short still ends its first iteration): one more event, at that iteration's end, tells it
+        (`_on_head_end`)."""
         start = float(now)
         head = None
         head_end_s = start
@@ -352,17 +351,43 @@ class Instance:
             head = (batch, cost)
             head_end_s = start + cost.total_s
             firsts = [req for req, _ in batch.items if req.num_output_tokens == 0]
+            if firsts:
+                self._at_time(head_end_s, firsts, now).callbacks.append(self._on_head_end)
             batch = decodes_after(batch)
             table, first, stride = self.cost.decode_steps(batch.shape, steps - 1)
         else:
             table, first, stride = self.cost.decode_steps(batch.shape, steps)
         run = self._run = _Run(batch, start, table, first, stride, steps, head, head_end_s)
-        on_first_token = self.on_first_token
-        if head is not None and steps > 1 and firsts and on_first_token is not None:
-            run.announced = True  # (told now, with their time: a run cut short still ends its first iteration)
-            for req in firsts:
-                on_first_token(req, head_end_s)
         self._at(run.end_s - start, RUN)
+
+    def _at_time(self, t_s: float, value: list[SimRequest], now: float) -> simpy.Event:
+        """An event at simulated time exactly t_s >= now (the clock adds the delay to `now`, so the delay is
+        nudged by units in the last place until that sum is t_s)."""
+        delay = t_s - now
+        while now + delay < t_s:
+            delay = math.nextafter(delay, math.inf)
+        while now + delay > t_s and delay > 0.0:
+            delay = math.nextafter(delay, 0.0)
+        return self.env.timeout(delay, value)
+
+    def _on_head_end(self, ev: simpy.Event) -> None:
+        """The first iteration of a run ended: the requests whose prefill it finished (`ev.value`) emit their first
+        token now (those not failed over meanwhile: a failed instance produced nothing; nor already told, when
+        the run's own event at the same time came first)."""
+        if self.failed_s == self.failed_s:  # (not NaN: it failed)
+            return
+        now = float(self.env.now)
+        req: SimRequest
+        for req in ev.value:
+            if req.first_token_s != req.first_token_s:
+                self._first_token(req, now)
+
+    def _first_token(self, req: SimRequest, t_s: float) -> None:
+        """`req` emitted its first token, sent to the client at t_s (now): the one place that records it and
+        tells the monitors."""
+        req.first_token_s = t_s
+        if self.on_first_token is not None:
+            self.on_first_token(req, t_s)
 
     def _cut_run(self, now: float) -> None:
         """An arrival during a run: the iteration in progress finishes, the ones after it are not taken, and the
@@ -381,7 +406,7 @@ class Instance:
         if run.head is not None:
             head, head_cost = run.head
             if m == 1:
-                self._apply_step(head, start_s, busy_s, head_cost, now, announced=run.announced)
+                self._apply_step(head, start_s, busy_s, head_cost, now)
                 return
             start_s = run.head_end_s
             self.policy.update_from_output(head, start_s)  # (nobody finishes there: the run was planned so)
@@ -429,15 +454,20 @@ class Instance:
                 done.append(req)
         return done
 
-    def _apply(self, batch: ScheduledBatch, now: float, announced: bool = False) -> None:
-        """Apply an iteration that ended now; `announced`: its first tokens were already announced."""
+    def _apply(self, batch: ScheduledBatch, now: float) -> None:
+        """Apply an iteration that ended now. A request that has output tokens, none of them sent before and none
+        held back by the policy (a multi-step group sends at its end), gets its first token now."""
         finished = self.policy.update_from_output(batch, now)
         if self.draft_tokens:
             finished += self._accept_drafts(batch, now)
-        if self.on_first_token is not None and not announced:
-            for req, _ in batch.items:
-                if req.num_output_tokens == 1 and req.first_token_s == now:
-                    self.on_first_token(req, now)
+        held = self.policy.undelivered
+        for req, _ in batch.items:
+            if req.num_output_tokens and req.first_token_s != req.first_token_s and not (
+                    held and req.request_id in held):
+                self._first_token(req, now)
+        for req in finished:  # (a multi-step group's member that finished before the group's last iteration)
+            if req.first_token_s != req.first_token_s:
+                self._first_token(req, now)
         self._deliver(batch.items, now)
         if finished:
             self._deliver([(r, 0) for r in finished], now)

@@ -1,5 +1,5 @@
 """Capacity arithmetic: what one prefill unit and one decode unit can carry, priced by the simulator's own cost
-model (`sim.core.cost`, the pools' `deployment:` presets), and the fewest units a window's traffic needs.
+model (through `sim.core.pricing`, the pools' `deployment:` presets), and the fewest units a window's traffic needs.
 
 - Prefill: the sampled requests' uncached prompt tokens (their cached tokens as context) packed into iterations of
   the pool's `token_budget` (the layout's per-GPU batch times the unit's GPUs), chunked as `chunked_prefill`
@@ -15,12 +15,9 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-import simpy
-
 from inferplan.errors import InputError
 from inferplan.config.run import RunConfig
-from sim.core.cost.base import BatchShape
-from sim.core.fleet.pool import Pool
+from sim.core.pricing import BatchShape, PoolSteps, pool_steps
 from sim.plan.day.traffic import RequestStats
 
 
@@ -46,20 +43,24 @@ class UnitCapacity:
         return asdict(self)
 
 
-def _pools(run: RunConfig) -> tuple[Pool, Pool]:
+def _pools(run: RunConfig) -> tuple[PoolSteps, PoolSteps]:
+    """The prefill and the decode pool's step prices."""
     roles = {p.role: name for name, p in run.pools.items()}
     if "prefill" not in roles or "decode" not in roles:
         raise InputError(f"scenario/{run.scenario.name}", "pools", "the day plan needs a prefill and a decode pool",
                          "use scenario=deepseek_v3_day")
-    env = simpy.Environment()
-    return tuple(Pool(env, roles[r], run.pools[roles[r]], run, on_finish=None, on_first_token=None,
-                      hash_block_tokens=64) for r in ("prefill", "decode"))  # type: ignore[return-value]
+    return pool_steps(run, roles["prefill"]), pool_steps(run, roles["decode"])
 
 
-def prefill_capacity(pool: Pool, stats: RequestStats) -> tuple[float, float, float]:
+def _param(run: RunConfig, pool: PoolSteps, key: str, default: int) -> int:
+    """A batching parameter of the pool (its resolved setup's)."""
+    return int(run.setups[pool.name].batching.param(key, default))
+
+
+def prefill_capacity(run: RunConfig, pool: PoolSteps, stats: RequestStats) -> tuple[float, float, float]:
     """(new tokens/s, input tokens/s incl. hits, mean step s) of one unit over the sample packed into full steps."""
-    budget = int(pool.batching.param("token_budget", 8192))
-    max_seqs = int(pool.batching.param("max_num_seqs", 1 << 30))
+    budget = _param(run, pool, "token_budget", 8192)
+    max_seqs = _param(run, pool, "max_num_seqs", 1 << 30)
     total_s = new_total = input_total = 0.0
     steps = 0
     chunks: list[tuple[int, int]] = []   # (q new tokens this step, c context before them)
@@ -71,7 +72,7 @@ def prefill_capacity(pool: Pool, stats: RequestStats) -> tuple[float, float, flo
                            prefill_q_ctx_sum=sum(q * c for q, c in chunks),
                            prefill_q_sq_sum=sum(q * (q + 1) // 2 for q, _ in chunks),
                            prefill_kv_tokens=sum(q + c for q, c in chunks), sampled_seqs=len(chunks))
-        total_s += pool.cost.step_cost(shape).total_s
+        total_s += pool.step_s(shape)
         steps += 1
         chunks.clear()
         room = budget
@@ -92,16 +93,16 @@ def prefill_capacity(pool: Pool, stats: RequestStats) -> tuple[float, float, flo
     return new_total / total_s, input_total / total_s, total_s / steps
 
 
-def decode_batch(pool: Pool, context_tokens: float, tpot_target_s: float) -> tuple[int, float, str]:
+def decode_batch(run: RunConfig, pool: PoolSteps, context_tokens: float,
+                 tpot_target_s: float) -> tuple[int, float, str]:
     """The largest decode batch within the TPOT target, the memory and `max_num_seqs`: (seqs, step s, limit)."""
-    per_step = float(pool.cost.tokens_per_step)
-    max_seqs = int(pool.batching.param("max_num_seqs", 1 << 30))
-    kv_seqs = int(pool.memory.num_blocks * pool.memory.block_size_tokens // max(1.0, context_tokens))
+    per_step = pool.tokens_per_step
+    max_seqs = _param(run, pool, "max_num_seqs", 1 << 30)
+    kv_seqs = int(pool.kv_blocks * pool.block_size_tokens // max(1.0, context_tokens))
     cap, limit = (max_seqs, "max_num_seqs") if max_seqs <= kv_seqs else (kv_seqs, "kv_cache")
 
     def step_s(b: int) -> float:
-        return pool.cost.step_cost(BatchShape(decode_seqs=b, decode_ctx_sum=int(b * context_tokens),
-                                              sampled_seqs=b)).total_s
+        return pool.step_s(BatchShape(decode_seqs=b, decode_ctx_sum=int(b * context_tokens), sampled_seqs=b))
 
     if step_s(cap) / per_step <= tpot_target_s:
         return cap, step_s(cap), limit
@@ -110,26 +111,27 @@ def decode_batch(pool: Pool, context_tokens: float, tpot_target_s: float) -> tup
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if step_s(mid) / per_step <= tpot_target_s else (lo, mid)
     if lo == 0:
-        raise InputError(f"scenario/{pool.run.scenario.name}", "slo.tpot_p99_s",
+        raise InputError(f"scenario/{run.scenario.name}", "slo.tpot_p99_s",
                          f"even one sequence takes {step_s(1) / per_step:.4g} s per token", "raise the TPOT target")
     return lo, step_s(lo), "tpot"
 
 
 def unit_capacity(run: RunConfig, stats: RequestStats) -> UnitCapacity:
     prefill, decode = _pools(run)
-    new_s, input_s, step = prefill_capacity(prefill, stats)
+    new_s, input_s, step = prefill_capacity(run, prefill, stats)
     tpot_target = float(run.slo.tpot_p99_s)
-    batch, dstep, limit = decode_batch(decode, stats.kv_tokens_per_output_token, tpot_target)
-    per_step = float(decode.cost.tokens_per_step)
-    node = float(prefill.hardware.devices_per_node)
+    batch, dstep, limit = decode_batch(run, decode, stats.kv_tokens_per_output_token, tpot_target)
+    per_step = decode.tokens_per_step
+    hardware = run.setups[prefill.name].hardware
+    node = float(hardware.devices_per_node)
     return UnitCapacity(
         prefill_new_tokens_per_s=new_s, prefill_input_tokens_per_s=input_s, prefill_step_s=step,
-        prefill_token_budget=int(prefill.batching.param("token_budget", 0)), decode_batch_seqs=batch,
+        prefill_token_budget=_param(run, prefill, "token_budget", 0), decode_batch_seqs=batch,
         decode_step_s=dstep, decode_tpot_s=dstep / per_step,
         decode_output_tokens_per_s=batch * per_step / dstep, decode_tokens_per_step=per_step,
         decode_batch_limit=limit, prefill_nodes_per_unit=prefill.devices_per_instance / node,
         decode_nodes_per_unit=decode.devices_per_instance / node,
-        usd_per_node_hour=prefill.hardware.usd_per_hour * node)
+        usd_per_node_hour=hardware.usd_per_hour * node)
 
 
 def units_needed(cap: UnitCapacity, stats: RequestStats, requests_per_s: float) -> tuple[int, int]:

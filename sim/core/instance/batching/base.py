@@ -83,12 +83,10 @@ def complete(req: SimRequest, now: float, kv: BlockManager) -> None:
 
 
 def leaves(req: SimRequest, now: float, kv: BlockManager, lagging: list[SimRequest] | None) -> bool:
-    """A token of `req` reached its client at `now`: the first sets its first-token time; the last completes it
-    (releasing its KV, or with `lagging` keeping it there for one more iteration: SGLang's overlap scheduler has
+    """A token of `req` reached its client at `now` (a first token is recorded by the instance:
+    `Instance._first_token`); the last completes it (releasing its KV, or with `lagging` keeping it there for one more iteration: SGLang's overlap scheduler has
     formed the next iteration before it sees the finish); a disaggregated prefill's first token hands it to a
     decode pool (the cluster prices the KV transfer; the blocks here are released). True when it leaves."""
-    if req.first_token_s != req.first_token_s:  # NaN: nothing sent yet
-        req.first_token_s = now
     out = req.num_output_tokens
     if out >= req.output_tokens:
         if lagging is None:
