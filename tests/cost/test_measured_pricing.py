@@ -185,9 +185,9 @@ def test_step_parts_sum_and_measured_pricing_is_deterministic():
 def _deepseek_pool(role: str, profile: str = "measured"):
     cost = MEASURED if profile == "measured" else CostConfig(profile=profile, efficiency=ROOFLINE["efficiency"],
                                                              launch_s=ROOFLINE["launch_s"])
-    p = PoolConfig(hardware="h200", model="deepseek_v3", tp=1, role=role,
-                   deployment={"preset": f"deepseek_v3_{role}"})
-    return pool_pricing(load_model("deepseek_v3"), load_hardware("h200"), p, cost, token_budget=8192, where="t").cost
+    p = PoolConfig(hardware="h200", model="deepseek_v3", tp=1, role=role)
+    return pool_pricing(load_model("deepseek_v3"), load_hardware("h200"), p, cost, token_budget=8192, where="t",
+                        deployment={"preset": f"deepseek_v3_{role}"}).cost
 
 
 def test_deepseek_day_pools_on_h200_list_only_what_the_database_lacks():
