@@ -160,26 +160,16 @@ def test_the_cycle_check_sees_a_cycle(tmp_path):
 PROGRAMS = ("sim.results", "sim.review", "sim.plan", "sim.validate", "sim.sweep")
 CORE_PUBLIC = (
     "sim.core.outcome",              # the typed outcome of a run (RunOutcome, PoolOutcome, ...)
-    "sim.core.pricing",              # step prices of a pool without a simulation (the day plan's capacity)
+    "sim.core.pricing",              # step prices of a pool without a simulation, single ops' analytical prices
+    "sim.core.policies",             # a policy's settings as the engine builds it (deployment objects)
     "sim.core.metrics.percentiles",  # the one percentile rule the summary, the review and the engine share
 )
-# Modules allowed past the rule, each with its reason.
-CORE_INTERNALS_ALLOWED = {
-    # The cost-model comparison prices single ops, below the step the public entry prices: it is a test of the
-    # analytical op forms themselves (sim/core/cost/pricer.py, comm.py, experts.py).
-    "sim/validate/op_analytical.py": ("sim.core.cost",),
-    # Kubernetes autoscaling reads an autoscaler's parameters back as the simulation builds them (a translation of
-    # the policy's settings, not a result; its owner moves it to a public entry).
-    "sim/plan/deploy/autoscaling.py": ("sim.core.fleet.autoscaler",),
-}
-
-
 def _program_violations() -> list[str]:
     out = []
     for package in PROGRAMS:
         for path in _modules(package.replace(".", "/")):
             rel = path.relative_to(ROOT).as_posix()
-            allowed = CORE_PUBLIC + CORE_INTERNALS_ALLOWED.get(rel, ())
+            allowed = CORE_PUBLIC
             for name in sorted(_imports(path)):
                 if _under(name, "sim.core") and not any(_under(name, a) for a in allowed):
                     out.append(f"{rel} imports {name}")

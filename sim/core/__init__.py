@@ -3,5 +3,6 @@
 pricing each iteration from a profile or the analytical model, `metrics` and `run`). It reads a validated
 configuration and a workload and returns a `RunOutcome` of typed records (`outcome`); it never reads files, writes
 a run folder or imports the programs built on it (`sim.plan`, `sim.validate`, `sim.sweep`). Those programs import
-from here only `outcome`, `pricing` (step prices without a simulation) and `metrics.percentiles`
+from here only `outcome`, `pricing` (step and op prices without a simulation), `policies` (a policy's settings
+as the engine builds it) and `metrics.percentiles`
 (tests/test_layers.py). setup.py compiles every module here."""

@@ -1,5 +1,7 @@
-"""Iteration prices of a pool without a simulation: the engine's one public entry for programs that size a fleet
-by arithmetic (the day plan's capacity, sim/plan/day/capacity.py).
+"""The engine's public pricing entry: iteration prices of a pool without a simulation, for programs that size a
+fleet by arithmetic (the day plan's capacity, sim/plan/day/capacity.py), and single-op prices of the analytical
+model, for the comparison of the cost model's op forms with measured tables (sim/validate/op_analytical.py:
+`OpPricer` over a hardware datasheet, `Links` for collectives, `active_experts` for a MoE layer's routed experts).
 
 `pool_steps(run, name)` builds the pool's cost model and memory plan exactly as the simulated pool does
 (`sim.core.cost.factory.build_pool_pricing` over its resolved setup) and nothing else: no instances, no clock.
@@ -9,9 +11,12 @@ from __future__ import annotations
 
 from inferplan.config.run import RunConfig
 from sim.core.cost.base import BatchShape, CostModel
+from sim.core.cost.comm import Links
+from sim.core.cost.experts import active_experts
 from sim.core.cost.factory import build_pool_pricing
+from sim.core.cost.pricer import OpPricer
 
-__all__ = ["BatchShape", "PoolSteps", "pool_steps"]
+__all__ = ["BatchShape", "Links", "OpPricer", "PoolSteps", "active_experts", "pool_steps"]
 
 
 class PoolSteps:

@@ -41,9 +41,7 @@ def _cost() -> dict:
 
 def analytical_s(family: str, cols: dict[str, np.ndarray], hardware: str) -> np.ndarray:
     """Seconds the analytical model gives each row of one family's grid columns (NaN where it prices none)."""
-    from sim.core.cost import experts as ex
-    from sim.core.cost.comm import Links
-    from sim.core.cost.pricer import OpPricer
+    from sim.core.pricing import Links, OpPricer, active_experts
 
     hw = load_hardware(hardware)
     gen = load_generation(hardware_generation(hw.source))
@@ -101,9 +99,9 @@ def analytical_s(family: str, cols: dict[str, np.ndarray], hardware: str) -> np.
             tokens, k, e, tp, ep, h = g["tokens"], int(g["topk"]), int(g["experts"]), g["tp"], g["ep"], g["hidden"]
             rows = tokens * k
             if ep > 1:
-                active = min(rows, ex.active_experts(e / ep, e, k, tokens * ep))
+                active = min(rows, active_experts(e / ep, e, k, tokens * ep))
             else:
-                active = ex.active_experts(e, e, k, tokens)
+                active = active_experts(e, e, k, tokens)
             inter = g["inter"] / tp
             gate = 1 if "nongated" in cols["kernel"][i] else 2
             per, groups = rows / max(active, 1.0), max(active, 1.0)

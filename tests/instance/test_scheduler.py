@@ -180,8 +180,10 @@ def test_a_prompt_over_the_budget_waits_without_chunking_and_is_split_with_it():
     assert chunked.update_from_output(first, 0.01) == []
     second = chunked.schedule(0.01)
     assert ids(second) == [(1, 2)]
+    req = second.items[0][0]
+    assert req.num_output_tokens == 0
     chunked.update_from_output(second, 0.02)
-    assert second.items[0][0].first_token_s == 0.02
+    assert req.num_output_tokens == 1  # the prompt's last chunk sampled the first token (the instance records it)
 
 
 # -- multi-step ------------------------------------------------------------------------------------------------

@@ -19,8 +19,7 @@ import json
 import math
 from dataclasses import dataclass
 
-from sim.core.fleet.autoscaler import make_autoscaler
-from sim.core.fleet.autoscaler.base import ScalerContext
+from sim.core.policies import autoscaler_settings
 from sim.plan.deploy.kubernetes import ANNOTATION, object_name, selector, workload_kind
 from sim.plan.deploy.source import PoolServing
 
@@ -53,18 +52,7 @@ class Policy:
 def simulated_policy(run, s: PoolServing) -> Policy:
     """The pool's autoscaler, built as the simulation builds it, read back parameter by parameter."""
     comp = run.fleet.autoscaler(s.name)
-    a = make_autoscaler(comp.name, comp.kwargs(), ScalerContext())
-    if comp.name == "reactive":
-        params = {k: getattr(a, k) for k in ("interval_s", "ttft_p99_s", "tpot_p99_s", "queue_per_instance",
-                                             "kv_utilization", "step", "cooldown_s", "scale_down_fraction")}
-    elif comp.name == "predictive":
-        params = {"requests_per_s_per_instance": a.capacity, "interval_s": a.interval_s, "headroom": a.headroom,
-                  "forecast": a.forecast_kind, "warm_spares": a.warm_spares}
-    elif comp.name == "scheduled":
-        params = {"interval_s": a.interval_s, "period_s": a.period_s, "time_offset_s": a.offset_s,
-                  "plan": [[at, n] for at, n in a.steps]}
-    else:
-        params = {}
+    params = autoscaler_settings(comp.name, comp.kwargs())
     return Policy(comp.name, params, s.min_instances, s.max_instances)
 
 
