@@ -92,3 +92,18 @@ def _terminal_progress(setting):
         if fraction >= 1.0:
             bar.stop()
     return update
+
+
+def write_plan_deployment(plan_folder: str | Path, out_dir: str | Path | None = None) -> list[Path]:
+    """Write the deployment of a plan folder's chosen configuration (engine launch commands, Kubernetes objects,
+    autoscaler, gateway settings, bill of materials: sim/plan/deploy) into `out_dir` (default
+    `<plan folder>/deploy`), as `python -m sim.plan ... deploy=<dir>` writes it; returns the files written. An
+    `InputError` when the folder holds no plan.json or the plan chose nothing."""
+    from sim.plan.deploy import write_deployment
+    from inferplan.config.yaml_files import read_yaml_mapping
+
+    plan_path = Path(plan_folder) / "plan.json"
+    if not plan_path.is_file():
+        raise InputError(str(plan_folder), "plan.json", "not found", "pick a folder written by python -m sim.plan")
+    doc = read_yaml_mapping(plan_path)  # (JSON is YAML: the one reader, with its one-line refusal)
+    return write_deployment(doc, plan_path, Path(out_dir) if out_dir is not None else plan_path.parent / "deploy")

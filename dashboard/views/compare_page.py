@@ -1,7 +1,7 @@
 """Compare page: runs or a sweep side by side, and the Pareto frontier of cost against P99 latency."""
 import streamlit as st
 
-from dashboard import charts, compare, htmlkit, report, review, ui
+from dashboard import charts, compare, deployment, htmlkit, report, review, ui
 from dashboard.calibration import flat_items
 from dashboard.data import read_plan
 from inferplan.errors import InputError
@@ -53,6 +53,7 @@ try:
             with st.expander("Plan", expanded=True):
                 st.dataframe([{"field": k, "value": v} for k, v in flat_items(read_plan(folder.path))],
                              hide_index=True)
+            deployment.section(folder.path, read_plan(folder.path))
             if not (folder.path / "sweep.parquet").is_file():
                 st.info("This plan folder has no `sweep.parquet`, so there are no configurations to compare.")
                 st.stop()
