@@ -38,10 +38,13 @@ def test_a_run_split_into_parts_equals_its_steps_summed(name):
         assert all(v >= 0 for v in got)
 
 
-def test_a_constant_model_run_reads_one_entry_with_stride_zero():
+def test_a_constant_model_run_is_its_step_repeated():
+    """The synthetic model keeps its steps in the same step cache: a run's entries are all the one step's time."""
     cost = SyntheticCostModel(0.02, 1e-4)
-    table, i0, stride = cost.decode_steps(decode(3, 90), 500)
-    assert stride == 0 and table.times[i0] == pytest.approx(0.02 + 3e-4)
+    b = decode(3, 90)
+    table, i0, stride = cost.decode_steps(b, 500)
+    assert {table.times[i0 + j * stride] for j in range(500)} == {cost.step_cost(b).total_s}
+    assert table.times[i0] == pytest.approx(0.02 + 3e-4)
     parts, hidden = table.run_parts(i0, stride, 500, 500 * table.times[i0])
     assert parts[PARTS.index("overhead")] == pytest.approx(500 * (0.02 + 3e-4)) and hidden == 0.0
 
