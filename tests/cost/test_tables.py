@@ -60,3 +60,32 @@ def test_every_step_cost_lists_its_parts_in_parts_order():
     costs = [cost.step_cost(b) for b in shapes] + [SyntheticCostModel(0.01).step_cost(d)]
     for one in costs:
         assert list(one.parts) == list(PARTS)
+
+
+@pytest.mark.parametrize("make", ["layered", "synthetic"])
+def test_the_one_cache_stays_within_its_bound_and_eviction_only_reprices(make):
+    """Many decode, prefill and mixed shapes through a cache of 4,096 floats: its tables hold at most half of
+    them, each per-shape memo at most its share of the other half, and every price equals an unbounded model's."""
+    from sim.core.cost.tables import PER_SHAPE
+    from tests.cost.toys import prefill
+
+    def build():
+        return model(CASES["gqa"]["m"]) if make == "layered" else SyntheticCostModel(0.01, 1e-5)
+    small, free = build(), build()
+    small.steps.max_values = 4096
+    limit = (4096 >> 1) // PER_SHAPE
+    for i in range(1, 400):
+        d = decode(1 + i % 37, 50 * i)
+        p = prefill(1 + i % 3, 10 + 7 * i, i % 5 * 100)
+        mixed = p._replace(decode_seqs=d.decode_seqs, decode_ctx_sum=d.decode_ctx_sum,
+                           sampled_seqs=p.sampled_seqs + d.decode_seqs)
+        for b in (d, p, mixed):
+            assert small.step_cost(b) == free.step_cost(b)
+        table, i0, stride = small.decode_steps(d, 20)
+        assert table.times[i0 + 19 * stride] == free.step_cost(d._replace(
+            decode_ctx_sum=d.decode_ctx_sum + 19 * d.decode_seqs)).total_s
+        cache = small.steps
+        assert cache.entries <= 4096 // 2
+        assert sum(t.hi - t.lo for ws in cache.tables.values() for t in ws) == cache.entries
+        assert max(len(cache.exact), len(cache.layers), len(cache.ops)) <= limit
+    assert len(cache.tables) < 37 and len(cache.exact) < 399  # (both kinds were evicted along the way)
