@@ -39,7 +39,8 @@ class ModelContent:
     """Everything a pool's layered cost model is built from: two models built from equal contents price every
     shape the same (a step's cost depends on its shape alone, the CostModel contract). Compared by value: the
     records are frozen dataclasses of the configuration (a grid profile's measurements compare as the one
-    object `_grids` loaded from its file)."""
+    object `_grids` loaded from its file). Not hashed (some records hold dicts): the few kept models are found by
+    comparison."""
 
     model: ModelSpec
     hw: HardwareSpec
