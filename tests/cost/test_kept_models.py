@@ -14,11 +14,11 @@ SMOKE = ["scenario=smoke", "metrics.progress=false", "++scenario.traffic.num_req
 def test_a_run_on_a_kept_model_writes_what_a_fresh_model_writes(tmp_path: Path):
     factory.forget_kept_models()
     fresh = fingerprint(run_case([*SMOKE, "batching=chunked_prefill"], tmp_path / "fresh"))
-    kept_model = next(iter(factory._kept.values()))
+    kept_model = factory._kept.models()[0]
     # Other traffic on the same model: other shapes and contexts are priced and kept first.
     run_case([*SMOKE, "batching=continuous", "scenario.traffic.rate_per_s=40", "seed=7"], tmp_path / "other")
     again = fingerprint(run_case([*SMOKE, "batching=chunked_prefill"], tmp_path / "again"))
-    assert next(iter(factory._kept.values())) is kept_model  # (the same model served all three runs)
+    assert factory._kept.models()[0] is kept_model  # (the same model served all three runs)
     assert again == fresh
 
 
@@ -44,4 +44,20 @@ def test_kept_models_are_bounded_and_keyed_by_content(tmp_path: Path):
     for i, hw in enumerate(["h200", "a100_80gb", "h100_pcie", "l40s", "h800"]):
         run_case([*SMOKE, f"scenario.pools.main.hardware={hw}"], tmp_path / f"hw{i}")
     assert len(factory._kept) == factory.KEPT_MODELS
+    factory.forget_kept_models()
+
+
+def test_a_measured_grid_model_is_kept_by_its_loaded_grid(tmp_path: Path):
+    """A pool priced from a measured grid profile is kept too (its grid compares as the one object loaded from the
+    file), and a run on the kept model writes what a fresh one writes, the provenance of what priced each op
+    included."""
+    measured = [*SMOKE, "cost.profile=measured", "scenario.pools.main.hardware=h100_sxm", "batching=chunked_prefill"]
+    factory.forget_kept_models()
+    fresh = fingerprint(run_case(measured, tmp_path / "fresh"))
+    assert len(factory._kept) == 1
+    kept_model = factory._kept.models()[0]
+    assert kept_model.pricer.grid is not None
+    run_case([*measured, "scenario.traffic.rate_per_s=40", "seed=7"], tmp_path / "other")
+    again = fingerprint(run_case(measured, tmp_path / "again"))
+    assert factory._kept.models() == [kept_model] and again == fresh
     factory.forget_kept_models()

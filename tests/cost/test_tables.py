@@ -38,10 +38,13 @@ def test_a_run_split_into_parts_equals_its_steps_summed(name):
         assert all(v >= 0 for v in got)
 
 
-def test_a_constant_model_run_reads_one_entry_with_stride_zero():
+def test_a_constant_model_run_is_its_step_repeated():
+    """The synthetic model keeps its steps in the same step cache: a run's entries are all the one step's time."""
     cost = SyntheticCostModel(0.02, 1e-4)
-    table, i0, stride = cost.decode_steps(decode(3, 90), 500)
-    assert stride == 0 and table.times[i0] == pytest.approx(0.02 + 3e-4)
+    b = decode(3, 90)
+    table, i0, stride = cost.decode_steps(b, 500)
+    assert {table.times[i0 + j * stride] for j in range(500)} == {cost.step_cost(b).total_s}
+    assert table.times[i0] == pytest.approx(0.02 + 3e-4)
     parts, hidden = table.run_parts(i0, stride, 500, 500 * table.times[i0])
     assert parts[PARTS.index("overhead")] == pytest.approx(500 * (0.02 + 3e-4)) and hidden == 0.0
 
@@ -57,3 +60,32 @@ def test_every_step_cost_lists_its_parts_in_parts_order():
     costs = [cost.step_cost(b) for b in shapes] + [SyntheticCostModel(0.01).step_cost(d)]
     for one in costs:
         assert list(one.parts) == list(PARTS)
+
+
+@pytest.mark.parametrize("make", ["layered", "synthetic"])
+def test_the_one_cache_stays_within_its_bound_and_eviction_only_reprices(make):
+    """Many decode, prefill and mixed shapes through a cache of 4,096 floats: its tables hold at most half of
+    them, each per-shape memo at most its share of the other half, and every price equals an unbounded model's."""
+    from sim.core.cost.tables import PER_SHAPE
+    from tests.cost.toys import prefill
+
+    def build():
+        return model(CASES["gqa"]["m"]) if make == "layered" else SyntheticCostModel(0.01, 1e-5)
+    small, free = build(), build()
+    small.steps.max_values = 4096
+    limit = (4096 >> 1) // PER_SHAPE
+    for i in range(1, 400):
+        d = decode(1 + i % 37, 50 * i)
+        p = prefill(1 + i % 3, 10 + 7 * i, i % 5 * 100)
+        mixed = p._replace(decode_seqs=d.decode_seqs, decode_ctx_sum=d.decode_ctx_sum,
+                           sampled_seqs=p.sampled_seqs + d.decode_seqs)
+        for b in (d, p, mixed):
+            assert small.step_cost(b) == free.step_cost(b)
+        table, i0, stride = small.decode_steps(d, 20)
+        assert table.times[i0 + 19 * stride] == free.step_cost(d._replace(
+            decode_ctx_sum=d.decode_ctx_sum + 19 * d.decode_seqs)).total_s
+        cache = small.steps
+        assert cache.entries <= 4096 // 2
+        assert sum(t.hi - t.lo for ws in cache.tables.values() for t in ws) == cache.entries
+        assert max(len(cache.exact), len(cache.layers), len(cache.ops)) <= limit
+    assert len(cache.tables) < 37 and len(cache.exact) < 399  # (both kinds were evicted along the way)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import simpy
 
 from sim.core.cost.base import PARTS, BatchShape, StepCost
+from sim.core.cost.host_overlap import scheduled_cost
 from sim.core.instance.batching.engine import EngineBatching
 from sim.core.instance.instance import Instance
 from sim.core.instance.kv_cache import BlockManager
@@ -22,11 +23,12 @@ class SplitCost:
     def __init__(self) -> None:
         self.decode_seqs: list[int] = []
 
-    def step_cost(self, b: BatchShape) -> StepCost:
+    def step_cost(self, b: BatchShape, load_s: float = 0.0, host_s: float = 0.0, overlap: int = 0,
+                  back_to_back: bool = False) -> StepCost:
         self.decode_seqs.append(b.decode_seqs)
         parts = dict.fromkeys(PARTS, 0.0)
         parts["attention"], parts["overhead"] = GPU_S, HOST_S
-        return StepCost(GPU_S + HOST_S, parts)
+        return scheduled_cost(StepCost(GPU_S + HOST_S, parts), load_s, host_s, overlap, back_to_back)
 
 
 def run(requests, blocks: int = 64, **engine):

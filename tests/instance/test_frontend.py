@@ -8,6 +8,7 @@ import pytest
 import simpy
 
 from sim.core.cost.base import PARTS, BatchShape, StepCost
+from sim.core.cost.host_overlap import scheduled_cost
 from sim.core.instance.batching.engine import EngineBatching
 from inferplan.config.engine import EnginePreset
 from sim.core.instance.engine import build_scheduler
@@ -24,10 +25,11 @@ class FlatCost:
     draft_tokens = 0
     acceptance: tuple = ()
 
-    def step_cost(self, b: BatchShape) -> StepCost:
+    def step_cost(self, b: BatchShape, load_s: float = 0.0, host_s: float = 0.0, overlap: int = 0,
+                  back_to_back: bool = False) -> StepCost:
         parts = dict.fromkeys(PARTS, 0.0)
         parts["attention"] = STEP_S
-        return StepCost(STEP_S, parts)
+        return scheduled_cost(StepCost(STEP_S, parts), load_s, host_s, overlap, back_to_back)
 
 
 def instance(frontend: FrontEnd | None):

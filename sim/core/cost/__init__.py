@@ -3,4 +3,4 @@
 layer's ops on one device), `pricer.py` (one op from a measured profile, efficiency curves or AIConfigurator latency
 grids, or the datasheet roofline), `deployment.py` + `layout.py` (the pool's `deployment:` and where pieces sit),
 `memory.py` + `weights.py` (weights, KV capacity), `comm.py` (collectives), `experts.py` (expert load), `host.py`
-(host overhead)."""
+(host overhead), `host_overlap.py` (what a scheduled iteration adds: KV loads, exposed host work)."""

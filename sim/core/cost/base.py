@@ -64,14 +64,22 @@ class StepCost:
 class CostModel(Protocol):
     """Prices one batch iteration of one instance.
 
+    `step_cost(b, load_s, host_s, overlap, back_to_back)` is the one price of an iteration the scheduler formed:
+    shape b, with `load_s` seconds of KV loaded before it runs and `host_s` seconds of per-sequence host work
+    exposed by `overlap` (`sim.core.cost.host_overlap`), `back_to_back` saying whether the previous iteration of
+    the instance ended exactly when this one starts. The caller adds nothing to it. With the defaults (no load,
+    no host work) it is the shape's price alone.
     Postconditions: `step_cost(b).total_s > 0` for any non-empty batch (a zero-time step would stall the
-    simulation clock), parts are ≥ 0 and sum to the total; the result depends only on `b` (deterministic).
+    simulation clock), parts are ≥ 0 and sum to the total; the result depends only on the arguments
+    (deterministic).
     `kind` is "measured", "analytical" or "mixed"; `describe()` says which ops came from where.
     `tokens_per_step` is the expected tokens a decoding sequence emits per iteration (1.0; more with speculative
     decoding / MTP, where `draft_tokens` drafts are verified per step with acceptance probabilities `acceptance`).
     `decode_steps(b, steps)` is the simulator's form of a run of decode-only iterations whose contexts grow by one
     token per sequence per step: (table, first, stride), step j costing `table.times[first + j * stride]`
-    (a `sim.core.cost.tables.StepTable`, whose `run_parts` splits a run's time into parts).
+    (a `sim.core.cost.tables.StepTable`, whose `run_parts` splits a run's time into parts). Step j of a run is
+    `step_cost` of its shape: a run has no KV to load and no host work (the scheduler prices such iterations one
+    by one), so the two paths agree.
     """
 
     @property
@@ -81,7 +89,8 @@ class CostModel(Protocol):
     draft_tokens: int                   # speculative drafts verified per decode step (0: none)
     acceptance: tuple[float, ...]       # acceptance probability of each draft (len == draft_tokens)
 
-    def step_cost(self, batch: BatchShape) -> StepCost: ...
+    def step_cost(self, batch: BatchShape, load_s: float = 0.0, host_s: float = 0.0, overlap: int = 0,
+                  back_to_back: bool = False) -> StepCost: ...
 
     def decode_steps(self, batch: BatchShape, steps: int) -> tuple: ...
 

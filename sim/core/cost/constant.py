@@ -6,10 +6,13 @@ for capacity plans (the run's summary calls it `analytical`, with the note `synt
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from sim.core.cost.base import PARTS, BatchShape, StepCost
-from sim.core.cost.tables import StepTable
+from sim.core.cost.host_overlap import scheduled_cost
+from sim.core.cost.tables import StepCache, StepTable
 
 
 class SyntheticCostModel:
@@ -22,26 +25,31 @@ class SyntheticCostModel:
         if step_time_s < 0 or per_token_s < 0 or not (step_time_s > 0 or per_token_s > 0):
             raise ValueError('"step_time_s" and "per_token_s" must be >= 0 and not both 0')
         self.step_time_s, self.per_token_s = float(step_time_s), float(per_token_s)
-        self._cache: dict[int, StepCost] = {}
-        self._tables: dict[int, StepTable] = {}
+        self.steps = StepCache(self._price, self._price_step)  # every kept cost, as a layered model keeps them
 
-    def step_cost(self, batch: BatchShape) -> StepCost:
-        n = batch.num_tokens
-        cost = self._cache.get(n)
-        if cost is None:
-            parts = dict.fromkeys(PARTS, 0.0)
-            parts["overhead"] = self.step_time_s + self.per_token_s * n
-            cost = self._cache[n] = StepCost(parts["overhead"], parts)
+    def _price(self, batch: BatchShape, ctx: Any) -> tuple[float, dict[str, float], float]:
+        """(total, parts, hidden) of `batch` at any decode context sum(s): the context does not change the time."""
+        seconds = self.step_time_s + self.per_token_s * batch.num_tokens
+        parts = dict.fromkeys(PARTS, 0.0)
+        parts["overhead"] = seconds
+        return seconds, parts, 0.0
+
+    def _price_step(self, batch: BatchShape) -> StepCost:
+        total, parts, hidden = self._price(batch, 0.0)
+        return StepCost(total, parts, hidden)
+
+    def step_cost(self, batch: BatchShape, load_s: float = 0.0, host_s: float = 0.0, overlap: int = 0,
+                  back_to_back: bool = False) -> StepCost:
+        """The iteration's cost (`CostModel.step_cost`): the shape's from the step cache, with the KV load and
+        exposed host work of the scheduled iteration (`sim.core.cost.host_overlap`)."""
+        cost = self.steps.step_cost(batch)
+        if load_s or host_s or overlap:
+            return scheduled_cost(cost, load_s, host_s, overlap, back_to_back)
         return cost
 
     def decode_steps(self, batch: BatchShape, steps: int) -> tuple[StepTable, int, int]:
-        """`steps` identical decode iterations: every step reads the one entry of a constant table (stride 0)."""
-        n = batch.num_tokens
-        table = self._tables.get(n)
-        if table is None:
-            cost = self.step_cost(batch)
-            table = self._tables[n] = StepTable(0, 1, [cost.total_s], dict(cost.parts), 0.0)
-        return table, 0, 0
+        """`steps` identical decode iterations, from the step cache's table of the shape (every entry the same)."""
+        return self.steps.decode_steps(batch, steps)
 
     def decode_run(self, batch: BatchShape, steps: int, ctx_sums=None, with_hidden: bool = False,
                    compact: bool = False):

@@ -7,7 +7,6 @@ The cluster calls `build_pool_pricing` once per pool; everything about how an it
 from __future__ import annotations
 
 import dataclasses
-from collections import OrderedDict
 from dataclasses import dataclass
 
 from calibrate.efficiency import Generation
@@ -30,14 +29,72 @@ PROFILES_DIR = REPO_ROOT / "calibrate" / "profiles"
 GRID_PROFILES_DIR = PROFILES_DIR / "aic"
 # Grid profiles loaded in this process, by path, size and modification time: loading one reads and checks up to
 # 400,000 rows (about a second) and its `GridModel` builds each family's interpolation grid on first use (up to a
-# second more), so the runs of a sweep or plan share them. Read-only once loaded (the lookups slice them anew).
+# second more), so the runs of a sweep or plan share them. A file-load memo (the only one): read-only once loaded
+# (the lookups slice them anew), and the one loaded object is what a kept cost model's key compares.
 _grids: dict[tuple[str, int, int], Profile] = {}
-# Cost models kept across runs in one process (a sweep's or the planner's worker runs configuration after
-# configuration), by the content of everything they are built from: a step's cost depends on its shape alone (the
-# CostModel contract, tests/cost/test_kept_models.py), so a kept model's priced shapes serve the next run exactly
-# as a fresh model would price them. Most recently used last; a few models, each within its step cache's bound (tables.KEPT_VALUES).
+
+
+@dataclass(frozen=True)
+class ModelContent:
+    """Everything a pool's layered cost model is built from: two models built from equal contents price every
+    shape the same (a step's cost depends on its shape alone, the CostModel contract). Compared by value: the
+    records are frozen dataclasses of the configuration (a grid profile's measurements compare as the one
+    object `_grids` loaded from its file). Not hashed (some records hold dicts): the few kept models are found by
+    comparison."""
+
+    model: ModelSpec
+    hw: HardwareSpec
+    generation: Generation | None
+    profile: Profile | None
+    efficiency: tuple[tuple[str, float], ...]
+    launch_s: float
+    efficiency_scale: tuple[tuple[str, float], ...]
+    step_overhead_s: float
+    link_efficiency: float
+    tp: int
+    weights_dtype: str
+    kv_dtype: str
+    role: str
+    deployment: Deployment
+    where: str
+
+
+class KeptModels:
+    """Cost models kept across runs in one process (a sweep's or the planner's worker runs configuration after
+    configuration), by their `ModelContent`: a kept model's priced shapes serve the next run exactly as a fresh
+    model would price them (tests/cost/test_kept_models.py). A build-time memo, consulted once per pool per run and
+    never while pricing: each kept model's prices live in its own step cache, within that cache's bound
+    (`tables.KEPT_VALUES`); at most `bound` models are kept, least recently used dropped first."""
+
+    def __init__(self, bound: int) -> None:
+        self.bound = bound
+        self.entries: list[tuple[ModelContent, LayeredCostModel]] = []  # least recently used first
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def models(self) -> list[LayeredCostModel]:
+        return [m for _, m in self.entries]
+
+    def get(self, content: ModelContent) -> LayeredCostModel | None:
+        """The model kept for `content` (now the most recently used), or None."""
+        for i, (kept, model) in enumerate(self.entries):
+            if kept == content:
+                self.entries.append(self.entries.pop(i))
+                return model
+        return None
+
+    def keep(self, content: ModelContent, model: LayeredCostModel) -> None:
+        self.entries.append((content, model))
+        while len(self.entries) > self.bound:
+            self.entries.pop(0)
+
+    def clear(self) -> None:
+        self.entries.clear()
+
+
 KEPT_MODELS = 4
-_kept: OrderedDict[str, LayeredCostModel] = OrderedDict()
+_kept = KeptModels(KEPT_MODELS)
 
 
 def resolve_profile(setting: str, hw: HardwareSpec):
@@ -131,17 +188,14 @@ def build_pool_pricing(model: ModelSpec, hw: HardwareSpec, p: PoolConfig, cost_c
 def _cost_model(model: ModelSpec, hw: HardwareSpec, pricer: OpPricer, p: PoolConfig, cost_cfg: CostConfig,
                 dep: Deployment, where: str) -> LayeredCostModel:
     """The pool's layered cost model: a kept one built from the same content, else a new one (kept)."""
-    key = repr((model, hw, pricer.generation, pricer.profile, sorted(cost_cfg.efficiency.items()), cost_cfg.launch_s,
-                sorted(cost_cfg.efficiency_scale.items()), cost_cfg.step_overhead_s, cost_cfg.link_efficiency,
-                p.tp, p.weights_dtype, p.kv_dtype, p.role, dep, where))
-    if " object at 0x" in key:  # something without a content repr: build afresh, keep nothing
-        return _new_cost_model(model, hw, pricer, p, cost_cfg, dep, where)
-    cost = _kept.get(key)
+    content = ModelContent(model, hw, pricer.generation, pricer.profile, tuple(sorted(cost_cfg.efficiency.items())),
+                           cost_cfg.launch_s, tuple(sorted(cost_cfg.efficiency_scale.items())),
+                           cost_cfg.step_overhead_s, cost_cfg.link_efficiency, p.tp, p.weights_dtype, p.kv_dtype,
+                           p.role, dep, where)
+    cost = _kept.get(content)
     if cost is None:
-        cost = _kept[key] = _new_cost_model(model, hw, pricer, p, cost_cfg, dep, where)
-        while len(_kept) > KEPT_MODELS:
-            _kept.popitem(last=False)
-    _kept.move_to_end(key)
+        cost = _new_cost_model(model, hw, pricer, p, cost_cfg, dep, where)
+        _kept.keep(content, cost)
     return cost
 
 

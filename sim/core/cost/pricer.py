@@ -8,6 +8,13 @@ attention by attended length, decode attention by its compute and memory terms; 
 `launch_s` (the per-kernel floor). The pricer remembers which (op, dtype) pairs
 were priced from which source, so every run can say what its numbers rest on.
 
+Resolution is build-time: which curve, form or measured grid slice prices an (op, dtype) (and, under a grid
+profile, a GEMM's (format, n, k) and an op's fixed arguments) depends on the configuration, not on the traffic.
+The cost model resolves every one its pool's steps use while it is built (`LayeredCostModel.__init__` prices
+one step of the pool's role), so the lookups below find them; they hold no prices (the step cache,
+`sim.core.cost.tables.StepCache`, is the one memo of prices) and pricing a step resolves nothing new
+(tests/cost/test_resolution.py).
+
 A grid profile (`Profile.grid`: per-op latencies measured in a serving engine, imported from NVIDIA
 AIConfigurator by `python -m calibrate.import_aic`) prices every op it covers from its measurements instead, through
 `grid` (the profile's `calibrate.aic.lookup.GridLookup`: its `GridModel` sliced along the arguments that vary, so
@@ -54,7 +61,8 @@ class OpPricer:
         self.profile = profile
         self._efficiency = dict(efficiency)
         self._launch_s = float(launch_s)
-        self._cache: dict[tuple[str, str], tuple[EfficiencyCurve, float, float]] = {}
+        # Resolutions (module doc: build-time): (op, dtype) -> (curve, peak, bandwidth); (op, dtype) -> shape form.
+        self._resolved: dict[tuple[str, str], tuple[EfficiencyCurve, float, float]] = {}
         self._forms: dict[tuple[str, str], Any] = {}
         self._peaks: dict[str, float] = {}  # dtype -> the datasheet peak of its compute format
         self.measured: set[tuple[str, str]] = set()
@@ -85,7 +93,7 @@ class OpPricer:
             entry = (EfficiencyCurve((1.0,), (float(eff),), self._launch_s), self.hw.peak_for(compute),
                      self.hw.mem_bandwidth_bytes_per_s)
             self.analytical.add((op, dtype))
-        self._cache[(op, dtype)] = entry
+        self._resolved[(op, dtype)] = entry
         return entry
 
     def _peak(self, dtype: str) -> float:
@@ -287,7 +295,7 @@ class OpPricer:
         """Seconds for one launch of `op` doing `flops` and moving `bytes_` (0 when there is no work)."""
         if flops <= 0.0 and bytes_ <= 0.0:
             return 0.0
-        entry = self._cache.get((op, dtype)) or self._resolve(op, dtype)
+        entry = self._resolved.get((op, dtype)) or self._resolve(op, dtype)
         curve, peak, bw = entry
         scale = self.efficiency_scale.get(op, 1.0)
         if len(curve.roofline_s) == 1:
@@ -308,7 +316,7 @@ class OpPricer:
                 if isinstance(t, np.ndarray):
                     return np.maximum(t, self._launch_s)
                 return t if t >= self._launch_s else self._launch_s
-        entry = self._cache.get((op, dtype)) or self._resolve(op, dtype)
+        entry = self._resolved.get((op, dtype)) or self._resolve(op, dtype)
         curve, peak, bw = entry
         scale = self.efficiency_scale.get(op, 1.0)
         if len(curve.roofline_s) == 1 and not isinstance(flops, np.ndarray) and not isinstance(bytes_, np.ndarray):

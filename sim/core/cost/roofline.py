@@ -32,6 +32,7 @@ from sim.core.cost.base import PARTS, BatchShape, StepCost
 from sim.core.cost.comm import Links
 from sim.core.cost.deployment import Deployment, parse_deployment
 from sim.core.cost.host import HostOverhead, resolve_host
+from sim.core.cost.host_overlap import scheduled_cost
 from sim.core.cost.layers import COMPUTE_PARTS, LayerCost, LayerPricer, Work, work
 from sim.core.cost.layout import build_layout
 from sim.core.cost.percontext import PerContext, larger, pick, smaller
@@ -260,11 +261,16 @@ class LayeredCostModel:
         return Composed(total, out, slots * hidden, gpu, slots * launches)
 
     # -- the CostModel surface --------------------------------------------------------------------------------
-    def step_cost(self, b: BatchShape) -> StepCost:
-        """The iteration's cost, from the step cache (`sim.core.cost.tables.StepCache`): decode-only shapes read
-        their context table (what runs read), prefill-only shapes are priced once, mixed shapes are composed in
-        full from the kept layer parts."""
-        return self.steps.step_cost(b)
+    def step_cost(self, b: BatchShape, load_s: float = 0.0, host_s: float = 0.0, overlap: int = 0,
+                  back_to_back: bool = False) -> StepCost:
+        """The iteration's cost (`CostModel.step_cost`): the shape's from the step cache
+        (`sim.core.cost.tables.StepCache`: decode-only shapes read their context table, what runs read;
+        prefill-only shapes are priced once; mixed shapes are composed in full from the kept layer parts), with
+        the KV load and exposed host work of the scheduled iteration (`sim.core.cost.host_overlap`)."""
+        cost = self.steps.step_cost(b)
+        if load_s or host_s or overlap:
+            return scheduled_cost(cost, load_s, host_s, overlap, back_to_back)
+        return cost
 
     def _price_step(self, b: BatchShape) -> StepCost:
         """One step priced in full (the layer composition at its context sum)."""

@@ -1,5 +1,10 @@
 """The one cache of step costs, read for every iteration the simulator plans (`StepCache`).
 
+It is the only memo of prices: the pricing it wraps (`LayeredCostModel._price`, `SyntheticCostModel._price`) is
+a pure function of a shape, and what a scheduled iteration adds to its shape's price (KV loads, exposed host
+work: `sim.core.cost.host_overlap`) is applied outside it, on the value it returns, so an iteration that adds
+nothing (the common case) is priced by reading the cache alone.
+
 Everything it keeps is a pure function of a shape (`CostModel` contract): which shapes were met before, and in
 which order, changes only how much is priced, never a value. So one model can serve many runs (a worker's sweep,
 `sim.core.cost.factory`) and eviction only costs re-pricing. It keeps, under one key type (`ShapeKey`: a
@@ -30,16 +35,15 @@ from sim.core.cost.base import PARTS, BatchShape, StepCost
 
 # Floats kept by one cost model's cache, all kinds together: a table or a context window counts its width, a kept
 # step cost, layer part or op time counts PER_SHAPE (a StepCost is about 0.5 kB: a dict of seven floats). Each float
-# is 32-40 bytes with its list slot and varying parts: about 60 MB at most; larger caps were measured no faster on
-# ecommerce_peak and deepseek_v3_day.
+# is 32-40 bytes with its list slot and varying parts: about 60 MB at most per model.
 KEPT_VALUES = 1 << 21
 PER_SHAPE = 16
 # Context tables one decode-only shape keeps at once (see `StepCache.table`).
 WINDOWS_PER_SHAPE = 8
 _N_PARTS: Final = len(PARTS)
 
-# A BatchShape without its decode context sum (fields 0-5 and 7): what everything is kept under. A plain tuple of
-# ints, made by `shape_key` (slicing or NamedTuple `_replace` is slower; it is made for every iteration planned).
+# A BatchShape without its decode context sum (fields 0-5 and 7): what everything is kept under (a decode-only
+# shape's context sum indexes its table instead). A plain tuple of ints, made by `shape_key` for every iteration.
 ShapeKey = tuple[int, int, int, int, int, int, int]
 
 

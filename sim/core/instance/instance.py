@@ -15,7 +15,7 @@ import simpy
 
 from sim.core.cost.base import PARTS, CostModel, StepCost
 from sim.core.cost.tables import StepTable
-from sim.core.instance.batch import OVERLAP_ALL, OVERLAP_OUTPUT, ScheduledBatch, decodes_after
+from sim.core.instance.batch import ScheduledBatch, decodes_after
 from sim.core.instance.batching import BatchingPolicy
 from sim.core.instance.batching.base import accept_tokens, bulk_decode
 from sim.core.instance.kv_cache import BlockManager
@@ -291,38 +291,11 @@ class Instance:
         if steps >= 2:
             self._start_run(out, steps, now)
             return
-        cost = self.cost.step_cost(out.shape)
-        if out.load_s:
-            parts = dict(cost.parts)
-            parts["communication"] += out.load_s
-            cost = StepCost(cost.total_s + out.load_s, parts, cost.hidden_s)
-        if out.host_s or out.overlap:
-            cost = self._host_priced(cost, out, now)
+        # (whether the previous iteration ended exactly now: host work may have run under its GPU time)
+        back_to_back = self.iterations > 0 and now == self.last_step_end_s
+        cost = self.cost.step_cost(out.shape, out.load_s, out.host_s, out.overlap, back_to_back)
         self._step = (out, float(now), cost)
         self._at(cost.total_s, STEP)
-
-    def _host_priced(self, cost: StepCost, batch: ScheduledBatch, now: float) -> StepCost:
-        """An engine preset's host work: the cost model's per-iteration overhead h plus the batch's per-sequence
-        seconds s, beside the GPU time g. An iteration that starts when the previous one ends (the engine was
-        busy) ran its host work under that one's GPU time: OVERLAP_ALL (SGLang's overlap scheduler) exposes
-        max(0, h + s - g), OVERLAP_OUTPUT (vLLM V0 async output processing) h + max(0, s - g); OVERLAP_NONE, and
-        the first iteration after idle (nothing ran to hide it), expose h + s."""
-        parts = dict(cost.parts)
-        h, s = parts["overhead"], batch.host_s
-        gpu = cost.total_s - h
-        busy = self.iterations > 0 and now == self.last_step_end_s
-        if busy and batch.overlap == OVERLAP_ALL:
-            exposed = h + s - gpu
-            if exposed < 0.0:
-                exposed = 0.0
-        elif busy and batch.overlap == OVERLAP_OUTPUT:
-            exposed = h + (s - gpu if s > gpu else 0.0)
-        else:
-            exposed = h + s
-        if exposed == h:
-            return cost  # (nothing added or hidden: the cost model's price, to the bit)
-        parts["overhead"] = exposed
-        return StepCost(gpu + exposed, parts, cost.hidden_s)
 
     def _end_step(self, now: float) -> None:
         assert self._step is not None
