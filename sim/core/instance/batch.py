@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from sim.core.cost.base import BatchShape
+from sim.core.cost.host_overlap import OVERLAP_ALL, OVERLAP_NONE, OVERLAP_OUTPUT
 from sim.core.instance.request_state import SimRequest
 
 
@@ -15,8 +16,6 @@ def known_tokens(req: SimRequest) -> int:
     """Tokens whose KV must exist before the next token can be sampled: the prompt plus the outputs so far."""
     return req.prompt_tokens + req.num_output_tokens
 
-
-OVERLAP_NONE, OVERLAP_OUTPUT, OVERLAP_ALL = 0, 1, 2
 
 
 class ScheduledBatch:
