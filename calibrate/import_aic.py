@@ -3,8 +3,9 @@
 
 Reads `<systems>/data/<gpu>/...` (`calibrate.aic.db`), converts GEMM, attention, MLA attention, MoE, collective
 and DeepEP dispatch / combine tables to our names and units (`calibrate.aic.convert`), cross-validates the grid form per family (`calibrate.aic.crossval`) and
-writes a grid profile (`calibrate.profile.write_grid_profile`, default `calibrate/profiles/aic/<hardware>.parquet`)
-with NOTICE.md and the database's LICENSE beside it. `--hardware all` does the six GPUs the project ships. `--report` also prices every row
+writes a grid profile per engine that measured the GPU (`calibrate.profile.write_grid_profile`, default
+`calibrate/profiles/aic/<hardware>/<engine>.parquet`, the layout `calibrate.aic.catalogue` reads) with NOTICE.md
+and the database's LICENSE beside them. `--hardware all` does the six GPUs the project ships. `--report` also prices every row
 with the analytical model and prints the table; `--write-doc` puts it into docs/cost-model.md. docs/cost-model.md
 ("Measured grids from AIConfigurator") documents the result.
 """
@@ -22,7 +23,7 @@ from calibrate.aic.convert import convert
 from calibrate.aic.crossval import split_gemm_by_alignment
 from calibrate.aic.db import AicDb
 from calibrate.aic.grid import Peaks
-from calibrate.aic.names import HARDWARE
+from calibrate.aic.names import ENGINES, HARDWARE
 from calibrate.aic.report import family_errors, markdown
 from calibrate.profile import write_grid_profile
 from inferplan.errors import InputError, exit_on_input_error
@@ -43,8 +44,9 @@ a derived work under the same licence.
 
 Changes: per-op latencies converted to seconds and bytes, renamed to inferplan's op and format names, one row per
 measured shape (repeats merged by their median, sliding-window attention and formats inferplan has no name for
-left out); made by `python -m calibrate.import_aic <systems> --hardware all`. Each profile's metadata records the
-engine, versions, kernels and files of every table it holds.
+left out); made by `python -m calibrate.import_aic <systems> --hardware all` (one file per GPU and engine,
+<hardware>/<engine>.parquet). Each profile's metadata records the engine, versions, kernels and files of every
+table it holds.
 """
 
 
@@ -88,12 +90,31 @@ def import_one(db: AicDb, hardware: str, engine: str | None, out: Path | None,
                 "units": {"latency_s": "seconds", "bytes": "bytes (message_size elements x format width)"},
                 "fit": {ln["name"]: {k: v for k, v in ln.items() if k not in ("family", "name")} for ln in lines}}
         write_grid_profile(out, columns, meta)
-        (out.parent / "NOTICE.md").write_text(NOTICE.format(commit=source_commit(db.root)))
+        top = out.parent.parent if out.parent.name == hardware else out.parent  # the folder of all the GPUs
+        (top / "NOTICE.md").write_text(NOTICE.format(commit=source_commit(db.root)))
         for licence in (db.root / "LICENSE", db.root.parent / "LICENSE"):  # the licence travels with the tables
             if licence.is_file():
-                shutil.copyfile(licence, out.parent / "LICENSE")
+                shutil.copyfile(licence, top / "LICENSE")
                 break
     return label, lines, len(columns["latency_s"])
+
+
+def engines_of(db: AicDb, hardware: str, asked: str | None) -> list[str]:
+    """The engines to import for one GPU: the one asked (`name[@version]`), else every engine with measured rows
+    on it (one profile each: `cost.profile=auto` prices a pool from its own engine's measurements)."""
+    if asked is not None:
+        return [asked]
+    _, counts = db.default_engine(db.system(hardware))
+    return [e for e in ENGINES if counts.get(e, 0) > 0]
+
+
+def out_path(out: str | None, hardware: str, engine: str, single: bool) -> Path:
+    """Where one profile goes: `--out` itself when it names a .parquet file (one GPU, one engine), else
+    `<folder>/<hardware>/<engine>.parquet` under `--out` (default calibrate/profiles/aic), `@` keeping an asked
+    version in the name."""
+    if out is not None and single:
+        return Path(out)
+    return (OUT_DIR if out is None else Path(out)) / hardware / f"{engine}.parquet"
 
 
 def write_doc(table: str, command: str) -> None:
@@ -113,10 +134,10 @@ def main(argv: list[str] | None = None, analytical=None, prog: str = "python -m 
     parser.add_argument("systems", help="AIConfigurator's systems folder (<gpu>.yaml, data/<gpu>/...)")
     parser.add_argument("--hardware", required=True,
                         help=f"conf/hardware name ({', '.join(HARDWARE.values())}) or `all`")
-    parser.add_argument("--engine", default=None, help="vllm, sglang or trtllm, optionally @version (default: the "
-                        "engine whose newest versions hold the most rows)")
-    parser.add_argument("--out", default=None, help="profile to write (default calibrate/profiles/aic/<hardware>"
-                        ".parquet; a folder with --hardware all)")
+    parser.add_argument("--engine", default=None, help="vllm, sglang or trtllm, optionally @version (default: every "
+                        "engine that measured the GPU, one profile each, at its newest versions)")
+    parser.add_argument("--out", default=None, help="a .parquet file (one GPU, one engine), or a folder (default "
+                        "calibrate/profiles/aic) that gets <hardware>/<engine>.parquet")
     parser.add_argument("--no-write", action="store_true", help="write no profile (with --report: the table only)")
     parser.add_argument("--report", action="store_true", help="print each family's cross-validated error (with the "
                         "analytical model's beside it: python -m sim.validate.op_accuracy)")
@@ -130,16 +151,18 @@ def main(argv: list[str] | None = None, analytical=None, prog: str = "python -m 
                              f"valid: {', '.join(HARDWARE.values())}, all")
         report = []
         for hw in names:
-            if args.no_write:
-                out = None
-            elif args.out is None:
-                out = OUT_DIR / f"{hw}.parquet"
-            else:
-                out = Path(args.out) / f"{hw}.parquet" if args.hardware == "all" else Path(args.out)
-            label, lines, rows = import_one(db, hw, args.engine, out, analytical)
-            report.append((hw, label, lines))
-            where = f"wrote {out} ({out.stat().st_size / 1e6:.2f} MB)" if out is not None else "not written"
-            print(f"{hw}: {label}: {rows} rows; {where}", file=sys.stderr)
+            one_file = args.out is not None and args.out.endswith(".parquet")
+            if one_file and args.hardware == "all":
+                raise InputError("--out", "out", "one file for every GPU", "give a folder, or one --hardware")
+            # (one file and no --engine: the GPU's engine with the most measured rows, `AicDb.default_engine`)
+            engines = [db.default_engine(db.system(hw))[0]] if one_file and args.engine is None else \
+                engines_of(db, hw, args.engine)
+            for engine in engines:
+                out = None if args.no_write else out_path(args.out, hw, engine, single=one_file)
+                label, lines, rows = import_one(db, hw, engine, out, analytical)
+                report.append((hw, label, lines))
+                where = f"wrote {out} ({out.stat().st_size / 1e6:.2f} MB)" if out is not None else "not written"
+                print(f"{hw}: {label}: {rows} rows; {where}", file=sys.stderr)
         table = markdown(report)
         print(table)
         if args.write_doc:

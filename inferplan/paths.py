@@ -17,3 +17,13 @@ def shared_root() -> Path:
     """The shared folder: `$INFERPLAN_SHARED_ROOT`, or `<repo>/../shared` when it is unset or empty."""
     value = os.environ.get(SHARED_ROOT_ENV, "")
     return Path(value).expanduser() if value else REPO_ROOT.parent / "shared"
+
+
+def shown_path(path: str | Path) -> str:
+    """A path as outputs show it: relative to the checkout when inside it (the same text on every machine, so a
+    run's outputs do not depend on where the project was cloned), else as given."""
+    p = Path(path)
+    try:
+        return p.resolve().relative_to(REPO_ROOT).as_posix()
+    except ValueError:
+        return str(path)

@@ -32,7 +32,7 @@ from inferplan.specs import CONF_DIR, HardwareSpec, ModelSpec, load_hardware, lo
 from scenarios.config_reader import ConfigReader
 from sim.failure_config import failure_plan, pool_price, redundancy
 from sim.core.cost.deployment import parse_deployment
-from sim.core.cost.factory import PoolPricing, build_pool_pricing, resolve_profile
+from sim.core.cost.factory import PoolPricing, build_pool_pricing, choose_profile
 from sim.core.fleet.autoscaler import ScalerContext, make_autoscaler
 from sim.core.fleet.placement import PLACEMENTS
 from sim.core.instance.engine import build_scheduler
@@ -70,21 +70,23 @@ def _policy_defaults(policy: str) -> dict:
     return data
 
 
-def pricing_inputs(p: PoolConfig, deployment: dict | None, hw: HardwareSpec, cost: CostConfig,
-                   where: str) -> tuple[Deployment, object, Generation | None]:
-    """(deployment, profile, generation) of a pool from its `deployment:` block; the last two only for the
-    roofline cost model."""
+def pricing_inputs(p: PoolConfig, deployment: dict | None, hw: HardwareSpec, cost: CostConfig, where: str,
+                   engine: EnginePreset | None = None) -> tuple[Deployment, object, str, Generation | None]:
+    """(deployment, measured profile, why that profile, generation) of a pool from its `deployment:` block and
+    engine preset; the last three only for the roofline cost model."""
     dep = parse_deployment(deployment, tp=p.tp, weights_dtype=p.weights_dtype, where=where)
     if cost.kind == "constant":
-        return dep, None, None
-    return dep, resolve_profile(cost.profile, hw), load_generation(hardware_generation(hw.source))
+        return dep, None, "", None
+    name = "" if engine is None or engine.generic else engine.name
+    profile, why = choose_profile(cost.profile, hw, name, "" if engine is None else engine.engine_version or "")
+    return dep, profile, why, load_generation(hardware_generation(hw.source))
 
 
 def pool_pricing(model: ModelSpec, hw: HardwareSpec, p: PoolConfig, cost: CostConfig, *, token_budget: int,
                  where: str, deployment: dict | None = None) -> PoolPricing:
     """A pool's pricing from its config and `deployment:` block alone (tools and tests that price a pool outside
     a run)."""
-    dep, profile, generation = pricing_inputs(p, deployment, hw, cost, where)
+    dep, profile, _, generation = pricing_inputs(p, deployment, hw, cost, where)
     p = dataclasses.replace(p, has_deployment=bool(deployment))
     return build_pool_pricing(model, hw, p, cost, token_budget=token_budget, where=where, dep=dep,
                               profile=profile, generation=generation)
@@ -169,7 +171,7 @@ def resolve_pool(name: str, p: PoolConfig, raw: Raw) -> PoolSetup:
     cold = blocks.get("cold_start")
     cold_start = checked(where, "cold_start", "valid keys: " + ", ".join(ColdStart.__dataclass_fields__),
                          lambda: ColdStart(**(cold or {})))
-    dep, profile, generation = pricing_inputs(p, blocks.get("deployment"), hardware, raw.cost, where)
+    dep, profile, why, generation = pricing_inputs(p, blocks.get("deployment"), hardware, raw.cost, where, engine)
     file = f"scenario/{raw.scenario}"
     price = pool_price(p.pricing, p.reserved_discount, p.spot_discount, p.spot_interruption_mtbf_s,
                        raw.pricing, file, f"pools.{name}")
@@ -177,7 +179,7 @@ def resolve_pool(name: str, p: PoolConfig, raw: Raw) -> PoolSetup:
     redundancy(p.redundancy, file, f"pools.{name}")
     scheduler = scheduler_settings(name, p, raw, engine, batching_name, batching, own, model.max_context_tokens)
     return PoolSetup(spec, hardware, model, engine, Component.of(batching_name, batching),
-                     token_budget, cold_start, dep, profile, generation, failures, price, scheduler)
+                     token_budget, cold_start, dep, profile, generation, failures, price, scheduler, why)
 
 
 def scheduler_settings(name: str, p: PoolConfig, raw: Raw, engine: EnginePreset, batching_name: str,

@@ -18,7 +18,7 @@ import pandas as pd
 
 from calibrate.aic.db import AicDb, TableSource, version_key
 from calibrate.aic.grid import FAMILIES
-from calibrate.aic.names import (ATTN_DTYPES, COMM_DTYPES, DEEPEP_FAMILIES, DEEPEP_FRAMEWORK, DEEPEP_GPUS_PER_NODE,
+from calibrate.aic.names import (NOT_DEFAULT_KERNELS, ATTN_DTYPES, COMM_DTYPES, DEEPEP_FAMILIES, DEEPEP_FRAMEWORK, DEEPEP_GPUS_PER_NODE,
                                  DEEPEP_NORMAL_SMS, DEEPEP_PHASES, DEVICE_TOKEN, ENGINE_FAMILIES, ENGINES, FAMILY_OP,
                                  BMM_DTYPES, GEMM_DTYPES, MLA_BMM_OPS, MLA_FAMILIES, MOE_DTYPES, NCCL_OPS,
                                  allreduce_mode)
@@ -199,7 +199,13 @@ def convert_family(db: AicDb, src: TableSource, system: str = "") -> tuple[pd.Da
     """(grid rows, provenance) of one family's table."""
     skipped: Counter = Counter()
     raw = db.read(src)
-    rows = _dedupe(src.family, _normalise(src.family, raw, skipped, system), src.version, skipped)
+    rows = _normalise(src.family, raw, skipped, system)
+    for (framework, family, kernel), (systems, why) in NOT_DEFAULT_KERNELS.items():
+        if (framework, family) == (src.framework, src.family) and system in systems and "kernel" in rows:
+            off = rows["kernel"] == kernel
+            _skip(skipped, f"kernel {kernel}: {why}", off)
+            rows = rows[~off]
+    rows = _dedupe(src.family, rows, src.version, skipped)
     kernels: dict[str, dict[str, int]] = {}
     for (dtype, kernel), n in rows.groupby(["dtype", "kernel"]).size().items():
         kernels.setdefault(str(dtype), {})[str(kernel)] = int(n)
@@ -226,9 +232,9 @@ def convert(db: AicDb, hardware: str, engine: str | None = None) -> tuple[dict[s
     `AicDb.default_engine`), plus NCCL's newest version, and the provenance."""
     system = db.system(hardware)
     framework, version = parse_engine(engine)
-    counts: dict[str, int] = {}
+    default, counts = db.default_engine(system)
     if framework is None:
-        framework, counts = db.default_engine(system)
+        framework = default
         choice = f"default: the engine whose newest versions hold the most importable rows ({counts})"
     else:
         choice = "asked (--engine)"
@@ -263,5 +269,6 @@ def convert(db: AicDb, hardware: str, engine: str | None = None) -> tuple[dict[s
     for c in GRID_NUMERIC_COLUMNS:
         columns[c] = rows[c].astype(float).to_numpy() if c in rows else np.full(len(rows), np.nan)
     columns["latency_s"] = rows["latency_s"].astype(float).to_numpy()
-    engine_info = {"framework": framework, "version": version, "choice": choice, "row_counts": counts}
+    engine_info = {"framework": framework, "version": version, "choice": choice, "row_counts": counts,
+                   "default": default}
     return columns, {"system": system, "engine": engine_info, "families": provenance}

@@ -95,3 +95,15 @@ def allreduce_mode(kernel_source: str) -> str:
     """`graph` for CUDA-graph captured custom all-reduce rows, `eager` for eager ones; TensorRT-LLM's rows (its
     own kernel, always graph-captured in serving) count as `graph`."""
     return "eager" if "eager" in kernel_source.lower() else "graph"
+
+
+# Kernels a table measured that the engine does not run by default on that GPU (engine, family, kernel, systems):
+# left out with the reason, so the op is priced from the kernel the engine does run or, where the table has no
+# other, falls back (listed per pool). vLLM's MLA decode on Hopper runs FlashMLA (the MLA backends that force
+# 64-token blocks: vllm-project/vllm@v0.11.0 vllm/platforms/cuda.py#L127-182, ../shared/engine-defaults/vllm.csv
+# `block_size`); the database's bf16-KV MLA decode rows for vLLM measured the FlashAttention MLA backend instead.
+NOT_DEFAULT_KERNELS: dict[tuple[str, str, str], tuple[tuple[str, ...], str]] = {
+    ("vllm", "mla_decode", "vllm_flash_attn_mla"): (
+        ("h100_sxm", "h200_sxm"),
+        "not vLLM's default MLA decode backend on Hopper (FlashMLA: vllm/platforms/cuda.py#L127-182 at v0.11.0)"),
+}

@@ -191,6 +191,7 @@ class PoolSetup:
     failures: FailurePlan = FailurePlan()  # when its instances fail (none by default)
     price: PoolPrice = PoolPrice()         # how its instances are bought (on demand by default)
     scheduler: SchedulerSettings = SchedulerSettings("")  # the scheduler's settings and their sources
+    profile_choice: str = ""     # why `profile` prices this pool (sim.core.cost.factory.choose_profile)
 
 
 @dataclass(frozen=True)

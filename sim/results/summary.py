@@ -191,7 +191,8 @@ def _cost_model(fleet: FleetOutcome) -> CostModelInfo:
     kind = kinds.pop() if len(kinds) == 1 else "mixed"
     first = next(iter(fleet.pools.values()))
     # Measured grids (cost.profile=measured): which database, engine and version measured each pool's ops
-    sources = {name: p.cost_model["source"]["text"] + _engine_note(p)
+    sources = {name: p.cost_model["source"]["text"] + (f"; {p.cost_model['source']['choice']}"
+                                                        if p.cost_model["source"].get("choice") else _engine_note(p))
                for name, p in fleet.pools.items() if "source" in p.cost_model}
     note = (_GRID_NOTES if sources else _NOTES)[kind]
     info: CostModelInfo = {"kind": kind, "profile": first.cost_model["profile"], "hardware": first.hardware,

@@ -8,7 +8,7 @@ import pytest
 
 from calibrate.aic.lookup import GridLookup
 from calibrate.profile import load_profile
-from sim.core.cost.factory import GRID_PROFILES_DIR
+from sim.core.cost.factory import default_grid
 
 # Relative tolerance: the lookup recovers each knot's log(latency / reference) from the grid's latency and
 # multiplies back, and interpolates in a different (but exactly equivalent) order: a few ulps, never more.
@@ -17,7 +17,7 @@ REL = 1e-12
 
 @pytest.fixture(scope="module", params=["h100_sxm", "b200"])
 def grid(request):
-    return load_profile(GRID_PROFILES_DIR / f"{request.param}.parquet").grid
+    return load_profile(default_grid(request.param)).grid
 
 
 def _shapes(rng):

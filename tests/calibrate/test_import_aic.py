@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from calibrate import ops
+from calibrate.aic.catalogue import catalogue, choose
 from calibrate.aic.convert import convert
 from calibrate.aic.crossval import cross_validate, folds_of, predict, split_gemm_by_alignment
 from calibrate.aic.db import AicDb
@@ -316,9 +317,10 @@ def test_cli_report_prices_rows_analytically(db_root, tmp_path, capsys):
 
 
 def test_shipped_profiles_load_and_fit_the_size_budget():
-    paths = [OUT_DIR / f"{hw}.parquet" for hw in SHIPPED]
+    paths = [OUT_DIR / hw / f"{e}.parquet" for hw in SHIPPED for e in ("vllm", "sglang", "trtllm")]
     assert all(p.is_file() for p in paths)
     assert sum(p.stat().st_size for p in paths) < 15e6
+    paths = [choose(catalogue(OUT_DIR, hw), "", "").grid.path for hw in SHIPPED]  # (each GPU's default engine)
     notice = (OUT_DIR / "NOTICE.md").read_text()
     assert "Apache License, Version 2.0" in notice and "ai-dynamo/aiconfigurator" in notice and "095f58a5" in notice
     assert "Apache License" in (OUT_DIR / "LICENSE").read_text()

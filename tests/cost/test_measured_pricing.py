@@ -17,7 +17,8 @@ from sim.core.cost import experts as ex
 from sim.core.cost.base import PARTS, BatchShape
 from sim.core.cost.comm import CUSTOM_ALLREDUCE_MAX_BYTES, Links
 from sim.core.cost.deployment import ExpertOptions
-from sim.core.cost.factory import GRID_PROFILES_DIR, resolve_profile
+from calibrate.aic.catalogue import Grid, catalogue, choose
+from sim.core.cost.factory import choose_profile, default_grid, resolve_profile
 from sim.resolve import pool_pricing
 
 ROOFLINE = yaml.safe_load((CONF_DIR / "cost" / "roofline.yaml").read_text())
@@ -44,7 +45,7 @@ def test_llama_70b_on_h100_is_priced_from_the_h100_grid(tmp_path):
     # every op the database measures is priced from it; only the elementwise kernels (no table) fall back
     assert s["cost_model"]["kind"] == cm["kind"] == "measured"
     assert cm["not_in_database"] == ["elementwise/bf16"]
-    assert cm["profile"].endswith("aic/h100_sxm.parquet")
+    assert cm["profile"].endswith("aic/h100_sxm/trtllm.parquet")
     assert set(cm["measured_ops"]) == {"gemm/bf16", "attn_prefill/bf16", "attn_decode/bf16", "allreduce/custom",
                                        "allreduce/nccl"}
     assert cm["analytical_ops"] == ["elementwise/bf16"]  # (the tables hold no norm, rotary or activation kernel)
@@ -53,8 +54,19 @@ def test_llama_70b_on_h100_is_priced_from_the_h100_grid(tmp_path):
     assert (src["commit"], src["engine"], src["engine_versions"], src["nccl"]) == \
         ("095f58a5", "trtllm", ["1.3.0rc20"], "2.29.2")
     text = s["cost_model"]["sources"]["main"]
-    assert "TensorRT-LLM 1.3.0rc20" in text and "095f58a5" in text and "nearest available" in text
+    assert "TensorRT-LLM 1.3.0rc20" in text and "095f58a5" in text and "names no engine preset" in text
     assert s["requests"]["completed"] == 200
+
+
+def test_the_default_prices_a_vllm_pool_from_the_vllm_grid(tmp_path):
+    """A fresh clone's default (`cost.profile=auto`): the pool's engine preset picks the grid."""
+    s, _ = run_composed(compose_config(["scenario=smoke", "metrics.progress=false", "++scenario.traffic.num_requests=50",
+                                        "scenario.pools.main.model=llama3_70b", "scenario.pools.main.hardware=h100_sxm",
+                                        "+scenario.pools.main.tp=8", "engine=vllm_v1_serve"]), tmp_path / "v")
+    cm = s["pools"]["main"]["cost_model"]
+    assert s["cost_model"]["kind"] == "measured" and cm["profile"].endswith("aic/h100_sxm/vllm.parquet")
+    assert cm["source"]["engine"] == "vllm" and "vllm_v1_serve" in cm["source"]["choice"]
+    assert "vLLM 0.24.0, the nearest measured version" in s["cost_model"]["sources"]["main"]
 
 
 def test_deepseek_v3_on_h200_prices_mla_attention_from_the_grid(tmp_path):
@@ -88,16 +100,41 @@ def test_hardware_without_a_grid_stays_analytical(tmp_path):
     assert "sources" not in s["cost_model"] and "source" not in s["pools"]["main"]["cost_model"]
 
 
-def test_auto_never_picks_a_grid():
-    """`cost.profile=auto` (the default) reads calibrate/profiles/<hardware>.parquet only, as before."""
-    assert resolve_profile("auto", load_hardware("h100_sxm")) is None
-    assert resolve_profile("measured", load_hardware("h100_sxm")).grid is not None
+def test_auto_picks_the_grid_of_the_pools_hardware_and_engine():
+    """`cost.profile=auto` (the default): the grid measured in the pool's engine at the nearest version; a pool
+    naming no engine gets the GPU's engine with the most measured rows; the reason names both."""
+    h100 = load_hardware("h100_sxm")
+    for preset, version, framework in (("vllm_v1_serve", "0.11-0.18", "vllm"), ("sglang_v05_serve", "0.5.x", "sglang"),
+                                       ("trtllm_v1_serve", "1.x", "trtllm")):
+        profile, why = choose_profile("auto", h100, preset, version)
+        assert profile.provenance["engine"]["framework"] == framework
+        assert preset in why and "nearest measured version" in why
+    profile, why = choose_profile("auto", h100)
+    assert profile.provenance["engine"]["framework"] == profile.provenance["engine"]["default"] == "trtllm"
+    assert "names no engine preset" in why and "most measured rows" in why
+    assert choose_profile("auto", load_hardware("h800")) == (None, "")
+    assert choose_profile("analytical", h100) == (None, "")
+
+
+def test_the_nearest_version_wins_and_a_tie_goes_to_the_newer(tmp_path):
+    import shutil
+    src = default_grid("a100_80gb").parent
+    for name in ("vllm.parquet", "trtllm.parquet"):
+        shutil.copyfile(src / name, tmp_path / name)
+    grids = catalogue(tmp_path.parent, tmp_path.name)
+    assert {g.framework: g.version for g in grids} == {"vllm": "0.14.0", "trtllm": "1.0.0"}
+    older = [g for g in grids if g.framework == "vllm"][0]
+    newer = Grid(tmp_path / "vllm@0.24.0.parquet", "vllm", "0.24.0", older.default)
+    assert choose([older, newer], "vllm_v1", "0.8.5").grid is older
+    assert choose([older, newer], "vllm_v1_serve", "0.20").grid is newer
+    assert choose([older, newer], "vllm_v1_serve", "0.19").grid is newer  # 5 minor versions either way: the newer
+    assert choose([older, newer], "sglang_v05_serve", "0.5.x").reason.startswith("no grid of the pool's engine")
 
 
 def test_a_gemm_at_a_grid_point_is_the_measured_latency_and_a_step_sums_the_grid():
     pricing = _pricing("llama3_70b", "h100_sxm", 8)
     cost, pricer = pricing.cost, pricing.cost.pricer
-    grid = load_profile(GRID_PROFILES_DIR / "h100_sxm.parquet").grid
+    grid = load_profile(default_grid("h100_sxm")).grid
     c, r = grid._columns, grid._rows["gemm"]
     row = r[(c["dtype"][r] == "bf16") & (c["m"][r] == 128) & (c["n"][r] == 8192) & (c["k"][r] == 1024)][0]
     # The O projection of a 128-token prefill on one of 8 GPUs: 8 heads x 128 -> hidden 8192; measured there.
@@ -126,7 +163,7 @@ def test_decode_priced_over_an_array_of_contexts_equals_each_step_alone():
         assert totals[j] == one.total_s == float(total)
         for k in PARTS:
             assert parts[k][j] == one.parts[k] == float(direct[k])
-    grid = load_profile(GRID_PROFILES_DIR / "h100_sxm.parquet").grid  # decode attention is the grid's
+    grid = load_profile(default_grid("h100_sxm")).grid  # decode attention is the grid's
     batch, ctx = decode_shape(24, float(first.decode_ctx_sum))
     one_layer = grid.latency_s("attn_decode", batch=batch, ctx=ctx, heads=8, kv_heads=1, head_dim=128, dtype="bf16")
     assert cost.step_cost(first).parts["attention"] == pytest.approx(80 * one_layer, rel=1e-12)
@@ -138,7 +175,7 @@ def test_collectives_follow_the_engines_custom_allreduce_rule():
     assert links.allreduce_impl(1e6, graphed=True) == "custom"
     assert links.allreduce_impl(1e6, graphed=False) == "custom_eager"
     assert links.allreduce_impl(CUSTOM_ALLREDUCE_MAX_BYTES + 1, graphed=True) == "nccl"
-    grid = load_profile(GRID_PROFILES_DIR / "b200.parquet").grid
+    grid = load_profile(default_grid("b200")).grid
     assert links.allreduce_s(1e6) == pytest.approx(grid.latency_s("allreduce", bytes=1e6, gpus=8, impl="custom"))
     wide = Links(load_hardware("h100_sxm"), tp=16, ep=16, stage_devices=16, pp=1, link_efficiency=0.75, scale={},
                  grid=links.grid)
@@ -206,7 +243,7 @@ def test_deepseek_day_pools_on_h200_list_only_what_the_database_lacks():
 
 def test_mla_and_deepep_at_grid_points_are_the_table_rows():
     cost = _deepseek_pool("prefill")
-    grid = load_profile(GRID_PROFILES_DIR / "h200.parquet").grid
+    grid = load_profile(default_grid("h200")).grid
     c = grid._columns
     r = grid._rows["mla_decode"]
     row = r[(c["dtype"][r] == "bf16") & (c["heads"][r] == 128) & (c["batch"][r] == 64) & (c["ctx"][r] == 4096)][0]
@@ -228,7 +265,7 @@ def test_mla_and_deepep_at_grid_points_are_the_table_rows():
 
 def _profile_without(tmp_path, families: tuple[str, ...], missing: bool):
     """The shipped h200 grid without `families`; `missing`: its provenance says the database has none of them."""
-    prof = load_profile(GRID_PROFILES_DIR / "h200.parquet")
+    prof = load_profile(default_grid("h200"))
     cols = prof.grid._columns
     keep = ~np.isin(cols["family"], families)
     meta = {k: v for k, v in prof.provenance.items() if k not in ("schema_version", "kind")}
@@ -265,7 +302,7 @@ def test_a_profile_without_mla_and_deepep_falls_back_and_reads_by_the_database(t
 def test_the_provenance_rule(tmp_path):
     """measured: every fallback absent from the database; mixed: one present but unused; analytical: none measured."""
     from sim.core.cost.pricer import OpPricer
-    prof = load_profile(GRID_PROFILES_DIR / "h200.parquet")
+    prof = load_profile(default_grid("h200"))
     hw = load_hardware("h200")
     p = OpPricer(hw, ROOFLINE["efficiency"], ROOFLINE["launch_s"], prof)
     assert p.kind == "analytical"

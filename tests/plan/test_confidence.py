@@ -105,7 +105,7 @@ def test_the_shipped_band_file_states_its_statistic_and_has_every_level():
 
 # A smoke plan whose TPOT target the one-instance fleet meets at the point estimate (about 17 ms against 25 ms)
 # but not after a x1.6 band (about 27 ms); two instances (about 13 ms -> 21 ms) meet at both.
-TIGHT = ("scenario=smoke", "scenario.traffic.num_requests=600", "scenario.slo.tpot_p99_s=0.025",
+TIGHT = ("scenario=smoke", "scenario.traffic.num_requests=600", "scenario.slo.tpot_p99_s=0.020",
          "search.scenario.pools.main.instances=range(1,4)", "jobs=1", "progress=false")
 BANDS = {"quantiles": ["0.5", "0.8", "0.9", "0.95"],
          "partitions": {"*/*/*": {"ttft": _q(1.0), "tpot": {"rows": 9, "quantiles": {
@@ -132,7 +132,7 @@ def test_confidence_picks_the_larger_fleet_and_prices_the_difference(fake_bands,
     seeds = doc["chosen"]["seeds"]
     assert seeds["seeds"] == [0, 1] and [r["seed"] for r in seeds["runs"]] == [0, 1] and seeds["all_meet"]
     spread = seeds["spread"]["default tpot_p99"]
-    assert spread["min"] <= spread["median"] <= spread["max"] < 0.025 and spread["seeds"] == 2
+    assert spread["min"] <= spread["median"] <= spread["max"] < 0.020 and spread["seeds"] == 2
     assert seeds["runs"][1]["config_hash"] != seeds["runs"][0]["config_hash"]
     assert doc["point_estimate_choice"]["seeds"]["all_meet_at_point_estimate"]
 

@@ -31,9 +31,9 @@ WRITERS = {"table": lambda log, d: write_table(log, d / "log.csv"),
            "sglang": lambda log, d: write_sglang(log, d / "log.jsonl", failed_after=40)}
 
 
-def fitted(tmp_path, log, fmt: str):
+def fitted(tmp_path, log, fmt: str, deployment=DEPLOYMENT):
     m = reconstruct(read_measured(WRITERS[fmt](log, tmp_path)))
-    dep = resolve(m, DEPLOYMENT, tmp_path)
+    dep = resolve(m, deployment, tmp_path)
     train = train_mask(len(m), 0.3, 0)
     return m, dep, train, fit(dep.run, m, train, max_simulations=40)
 
@@ -98,8 +98,11 @@ def test_short_contexts_leave_the_attention_scale_weakly_identified(tmp_path):
     # faster than the scalar default did), while overhead and GEMM scale stay pinned down.
     from sim.validate.synthetic import make_log, truth_run
 
-    log = make_log(truth_run(DEPLOYMENT, TRUTH), n=100, rate_per_s=2.0, seed=5, prompt_median=64, output_median=24)
-    _, _, _, result = fitted(tmp_path, log, "table")
+    # (the analytical pricing, whose attention share at these lengths the numbers below describe; on the measured
+    # A100 grid attention is a larger share of these small iterations and its scale is identified)
+    analytical = [*DEPLOYMENT, "cost.profile=analytical"]
+    log = make_log(truth_run(analytical, TRUTH), n=100, rate_per_s=2.0, seed=5, prompt_median=64, output_median=24)
+    _, _, _, result = fitted(tmp_path, log, "table", analytical)
     assert result.weakly_identified == ["efficiency_scale.attention"]
     assert result.effect_pct["efficiency_scale.attention"] < 2.0 < 3.0 < result.effect_pct["step_overhead_s"]
     assert abs(result.params.step_overhead_s - TRUTH.step_overhead_s) < 1e-3

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from pathlib import Path
 
+from calibrate.aic.catalogue import catalogue, choose
 from calibrate.efficiency import Generation
 from calibrate.profile import Profile, load_profile
 from inferplan.config.deployment import Deployment
@@ -24,8 +26,9 @@ from sim.core.cost.pricer import OpPricer
 from sim.core.cost.roofline import LayeredCostModel
 
 PROFILES_DIR = REPO_ROOT / "calibrate" / "profiles"
-# Measured per-op latency grids imported from NVIDIA AIConfigurator (`python -m calibrate.import_aic`): one per GPU,
-# `cost.profile=measured` prices each pool from its hardware's (docs/cost-model.md, "Measured grids").
+# Measured per-op latency grids imported from NVIDIA AIConfigurator (`python -m calibrate.import_aic`): one per GPU and
+# engine (`<hardware>/<engine>.parquet`); `cost.profile=auto` prices each pool from its hardware's and engine's
+# (`choose_profile`; docs/cost-model.md, "Measured grids").
 GRID_PROFILES_DIR = PROFILES_DIR / "aic"
 # Grid profiles loaded in this process, by path, size and modification time: loading one reads and checks up to
 # 400,000 rows (about a second) and its `GridModel` builds each family's interpolation grid on first use (up to a
@@ -97,27 +100,53 @@ KEPT_MODELS = 4
 _kept = KeptModels(KEPT_MODELS)
 
 
-def resolve_profile(setting: str, hw: HardwareSpec):
-    """The measured profile a pool uses: `auto` takes calibrate/profiles/<hardware>.parquet if it exists;
-    `measured` the AIConfigurator grid of the pool's hardware, calibrate/profiles/aic/<hardware>.parquet (one per
-    GPU, measured inside one engine: its provenance names which), None (analytical) where none is shipped;
-    `analytical` none; anything else is a profile's path."""
+def _grid(path: Path, hardware: str) -> Profile:
+    """A grid profile of `hardware`, loaded once per process (`_grids`)."""
+    stat = path.stat()
+    key = (str(path), stat.st_size, stat.st_mtime_ns)
+    profile = _grids.get(key)
+    if profile is None:
+        profile = _grids[key] = load_profile(path, expected_hardware=hardware)
+    return profile
+
+
+def choose_profile(setting: str, hw: HardwareSpec, engine: str = "", engine_version: str = "") -> tuple[Profile | None, str]:
+    """The measured profile a pool running engine preset `engine` (its `engine_version`) is priced from, and why
+    (a sentence for the run's provenance; "" when none is used):
+
+    * `auto` (the default): the device calibration of the pool's hardware if one was made
+      (calibrate/profiles/<hardware>.parquet, `python -m calibrate`: the user's own measurement of their GPU wins),
+      else the measured AIConfigurator grid of its hardware and engine (`calibrate.aic.catalogue.choose`: the
+      engine's grid at the nearest measured version; a pool naming no engine, or an engine the GPU was not measured
+      in, takes the grid of the engine with the most measured rows), else none (analytical);
+    * `measured`: that grid only (never a device calibration), else none;
+    * `analytical`: none; anything else: a profile's path."""
     if setting == "analytical":
-        return None
+        return None, ""
     if setting == "auto":
-        path = PROFILES_DIR / f"{hw.name}.parquet"
-        return load_profile(path, expected_hardware=hw.name) if path.is_file() else None
-    if setting == "measured":
-        path = GRID_PROFILES_DIR / f"{hw.name}.parquet"
-        if not path.is_file():
-            return None
-        stat = path.stat()
-        key = (str(path), stat.st_size, stat.st_mtime_ns)
-        profile = _grids.get(key)
-        if profile is None:
-            profile = _grids[key] = load_profile(path, expected_hardware=hw.name)
-        return profile
-    return load_profile(setting, expected_hardware=hw.name)
+        own = PROFILES_DIR / f"{hw.name}.parquet"
+        if own.is_file():
+            return load_profile(own, expected_hardware=hw.name), f"the device calibration of {hw.name} ({own.name})"
+    if setting in ("auto", "measured"):
+        choice = choose(catalogue(GRID_PROFILES_DIR, hw.name), engine, engine_version)
+        if choice is None:
+            return None, ""
+        return _grid(choice.grid.path, hw.name), choice.reason
+    return load_profile(setting, expected_hardware=hw.name), f"the profile given (cost.profile={setting})"
+
+
+def default_grid(hardware: str) -> Path:
+    """The grid profile file a pool naming no engine preset is priced from on `hardware` (tools and tests)."""
+    choice = choose(catalogue(GRID_PROFILES_DIR, hardware), "", "")
+    if choice is None:
+        raise InputError(str(GRID_PROFILES_DIR), hardware, "no measured grid shipped for this hardware",
+                         "import one: python -m calibrate.import_aic <systems> --hardware <name>")
+    return choice.grid.path
+
+
+def resolve_profile(setting: str, hw: HardwareSpec, engine: str = "", engine_version: str = "") -> Profile | None:
+    """`choose_profile`'s profile alone."""
+    return choose_profile(setting, hw, engine, engine_version)[0]
 
 
 @dataclass

@@ -19,6 +19,7 @@ import numpy as np
 
 from calibrate.profile import Profile
 from inferplan.config.deployment import HostOptions
+from inferplan.paths import shown_path
 
 # Assumption: PyTorch eager dispatch plus cudaLaunchKernel costs 5-10 us of CPU per kernel in serving engines
 # (docs/cost-model.md); 6 us is used.
@@ -61,7 +62,7 @@ def resolve_host(opts: HostOptions, conf_step_overhead_s: float, profile: Profil
         assert profile is not None
         step = float(measured.get("step_overhead_s", step))
         launch = float(measured.get("kernel_launch_host_s", launch))
-        source = f"profile {profile.path}"
+        source = f"profile {shown_path(profile.path)}"
     if opts.step_overhead_s is not None or opts.kernel_launch_host_s is not None:
         source = "deployment.host"
     if opts.step_overhead_s is not None:

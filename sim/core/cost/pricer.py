@@ -397,8 +397,7 @@ def grid_source(meta: dict, hardware: str) -> dict:
     text = (f"{src.get('name', 'AIConfigurator database')} ({src.get('repository', '?')} commit "
             f"{src.get('commit', '?')}): ops measured inside {name} {'/'.join(versions)} on {device}"
             + (f", collectives NCCL {nccl_version}" if nccl_version else "")
-            + (f", DeepEP in {' and '.join(deepep)}" if deepep else "")
-            + f"; the only grid shipped for {hardware}, the nearest available whatever engine the pool runs")
+            + (f", DeepEP in {' and '.join(deepep)}" if deepep else ""))
     return {"database": src.get("name"), "repository": src.get("repository"), "commit": src.get("commit"),
             "system": src.get("system"), "engine": engine, "engine_versions": versions, "nccl": nccl_version,
             "deepep": deepep, "text": text}

@@ -27,6 +27,7 @@ import math
 from typing import Any, Final, NamedTuple
 import numpy as np
 
+from inferplan.paths import shown_path
 from inferplan.specs import HardwareSpec, ModelSpec
 from sim.core.cost.base import PARTS, BatchShape, StepCost
 from sim.core.cost.comm import Links
@@ -118,7 +119,7 @@ class LayeredCostModel:
         p, d, lay = self.pricer, self.dep, self.lay
         analytical_ops = sorted(f"{o}/{t}" for o, t in p.analytical)
         out: dict[str, Any] = {
-               "kind": p.kind, "profile": None if p.profile is None else p.profile.path, "hardware": self.hw.name,
+               "kind": p.kind, "profile": None if p.profile is None else shown_path(p.profile.path), "hardware": self.hw.name,
                "measured_ops": sorted(f"{o}/{t}" for o, t in p.measured),
                "analytical_ops": analytical_ops,
                "deployment": {"preset": d.preset, "devices": lay.devices, "tp": d.tp, "dp": d.dp,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 import simpy
 
@@ -63,6 +64,7 @@ class Pool:
         self.usd_per_hour = float(p.usd_per_hour if p.usd_per_hour is not None
                                   else self.hardware.usd_per_hour * self.devices_per_instance)
         self.price: PoolPrice = setup.price
+        self.profile_choice: str = setup.profile_choice
         # Under attention DP a request's KV lives on one rank: the longest request is bounded by one rank's blocks.
         rank_tokens = mem.blocks_per_rank * mem.block_size_tokens
         self.max_request_tokens = min(self.model.max_context_tokens, rank_tokens)
@@ -222,6 +224,14 @@ class Pool:
             event.succeed()
 
     # -- the run's end --------------------------------------------------------------------------------------------
+    def _cost_model(self) -> dict[str, Any]:
+        """The cost model's description, with why its measured grid prices this pool (the grid's `source`)."""
+        described = self.cost.describe()
+        source = described.get("source")
+        if isinstance(source, dict) and self.profile_choice:
+            described["source"] = {**source, "choice": self.profile_choice}
+        return described
+
     def outcome(self, end_s: float, granularity_s: float) -> PoolOutcome:
         """The pool's facts at the end of a run that ended at `end_s` (billed at `granularity_s`)."""
         p, instances = self.cfg, self.instances
@@ -247,7 +257,7 @@ class Pool:
             prefix_cache=PrefixCacheFacts(p.prefix_caching, sum(i.kv.hits_tokens for i in instances),
                                           sum(i.kv.tier2_hits_tokens for i in instances),
                                           sum(i.kv.lookups_tokens for i in instances)),
-            cost_kind=self.cost.kind, cost_model=self.cost.describe(), failures=list(self.failure_log),
+            cost_kind=self.cost.kind, cost_model=self._cost_model(), failures=list(self.failure_log),
             scheduler=self._scheduler_facts())
 
     def _scheduler_facts(self) -> SchedulerFacts:

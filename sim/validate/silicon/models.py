@@ -27,6 +27,14 @@ MODEL_DEPLOYMENT = {
               "index_head_dim 128)"),
 }
 
+# conf/model name -> (the row's format, the format the checkpoint's scales make it, why): a checkpoint whose config.json
+# states block-wise scales is that format whatever the row's column calls it (the engine loads the checkpoint as
+# written, and block-scaled FP8 runs other GEMM and MoE kernels than per-tensor FP8).
+CHECKPOINT_FORMAT = {
+    "minimax_m2_5": ("fp8", "fp8_block", "MiniMax-M2.5 FP8 checkpoint with 128x128 block scales (config.json "
+                     "quantization_config weight_block_size [128, 128]): fp8_block"),
+}
+
 # conf/model name -> (expert format, weight groups the checkpoint keeps in bf16 when its experts are in that format).
 CHECKPOINT_BF16_GROUPS = {
     "kimi_k2_5": ("int4_wo", ("attention", "ffn", "shared_experts"),

@@ -170,6 +170,15 @@ def plan_row(row: SiliconRow) -> RowPlan | Unsupported:
     group_weights = {}
     if moe and experts != weights:
         group_weights["experts"] = experts
+    if model in models.CHECKPOINT_FORMAT:
+        written, actual, why_fmt = models.CHECKPOINT_FORMAT[model]
+        if weights == written or experts == written:
+            weights = actual if weights == written else weights
+            experts = actual if experts == written else experts
+            group_weights.pop("experts", None)
+            if experts != weights:
+                group_weights["experts"] = experts
+            notes.append(why_fmt)
     if model in models.CHECKPOINT_BF16_GROUPS:
         fmt, groups, why_ckpt = models.CHECKPOINT_BF16_GROUPS[model]
         if experts == fmt:
