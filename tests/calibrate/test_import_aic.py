@@ -368,3 +368,28 @@ def test_real_database_units_and_held_out_error():
         rows = cols["family"] == family
         err = cross_validate(family, {k: v[rows] for k, v in cols.items()}, peaks)
         assert np.median(np.abs(err)) < (0.10 if family in ("custom_allreduce", "nccl") else 0.05), family
+
+
+def test_shipped_gemm_tables_are_kernel_times_not_host_paths():
+    """Every shipped profile's lower-precision GEMMs measure at most HOST_BOUND_RATIO x its bf16 at the median shape;
+    vLLM's block-FP8 tables (4-32x: the collector's eager host path) are replaced by another engine's measurement of
+    the same format on the same GPU, said in the provenance; vLLM's non-default Hopper MLA decode kernel is left out."""
+    from calibrate.aic.convert import HOST_BOUND_RATIO, _bf16_ratio
+    import pyarrow.parquet as pq
+    for hw in SHIPPED:
+        for engine in ("vllm", "sglang", "trtllm"):
+            path = OUT_DIR / hw / f"{engine}.parquet"
+            df = pq.read_table(path).to_pandas()
+            gemm = df[df["family"] == "gemm"].astype({"dtype": str})
+            for dtype in set(gemm["dtype"]) - {"bf16"}:
+                ratio = _bf16_ratio(gemm, dtype)
+                assert not ratio > HOST_BOUND_RATIO, (hw, engine, dtype, ratio)
+            prov = load_profile(path).provenance["provenance"]
+            replaced = prov["gemm"].get("replaced", {})
+            if engine == "vllm" and "fp8_block" in prov["gemm"]["kernels"]:
+                assert replaced["fp8_block"]["from"] in ("sglang", "trtllm") and "host path" in replaced["fp8_block"]["reason"]
+            else:
+                assert replaced == {}
+            if engine == "vllm" and hw in ("h100_sxm", "h200"):
+                assert "vllm_flash_attn_mla" not in str(prov["mla_decode"]["kernels"])
+                assert any("not vLLM's default MLA decode backend" in k for k in prov["mla_decode"]["skipped"])

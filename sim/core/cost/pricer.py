@@ -392,12 +392,17 @@ def grid_source(meta: dict, hardware: str) -> dict:
     deepep = sorted({f"{ENGINE_NAMES.get(str(f.get('framework')), str(f.get('framework')))} {v}"
                      for name, f in fams.items() if isinstance(f, dict) and name.startswith("deepep")
                      for v in (f.get("measured_versions") or {})})
+    replaced = sorted(f"{fmt} {name} from {ENGINE_NAMES.get(str(r.get('from')), str(r.get('from')))} {r.get('version', '')}"
+                      .rstrip() for name, f in fams.items() if isinstance(f, dict)
+                      for fmt, r in (f.get("replaced") or {}).items() if isinstance(r, dict) and r.get("from"))
     name = ENGINE_NAMES.get(engine, engine)
     device = meta.get("device", hardware)
     text = (f"{src.get('name', 'AIConfigurator database')} ({src.get('repository', '?')} commit "
             f"{src.get('commit', '?')}): ops measured inside {name} {'/'.join(versions)} on {device}"
             + (f", collectives NCCL {nccl_version}" if nccl_version else "")
-            + (f", DeepEP in {' and '.join(deepep)}" if deepep else ""))
+            + (f", DeepEP in {' and '.join(deepep)}" if deepep else "")
+            + (f" ({'; '.join(replaced)}: the engine's own table measured its host path, not the kernel)"
+               if replaced else ""))
     return {"database": src.get("name"), "repository": src.get("repository"), "commit": src.get("commit"),
             "system": src.get("system"), "engine": engine, "engine_versions": versions, "nccl": nccl_version,
-            "deepep": deepep, "text": text}
+            "deepep": deepep, "replaced": replaced, "text": text}
