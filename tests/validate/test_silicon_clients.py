@@ -66,3 +66,14 @@ def test_command_line_options():
         parse_args(["client=burst"])
     with pytest.raises(InputError, match="cost: must be one of auto, measured, analytical or a profile file"):
         parse_args(["cost=fast"])
+
+
+def test_matrix_records_the_client_and_profile(rows, tmp_path):
+    from sim.validate.silicon.runner import run_matrix
+
+    quick = rows["qwen_qwen3_32b_qwen_qwen3_32b_h100_sxm_trtllm_agg_1024x128_c8_tp1_epnone_1"]
+    rec = run_matrix([quick], tmp_path, jobs=1, rounds=1, cost="analytical", client="source").records[0]
+    assert rec["status"] == "simulated" and rec["client"] == "fixed"
+    assert "cost.profile=analytical" in rec["overrides"]
+    ov = rec["overrides"]
+    assert "low_tokens:1024,high_tokens:1024" in ov and "low_tokens:128,high_tokens:128" in ov
