@@ -72,8 +72,25 @@ def test_matrix_records_the_client_and_profile(rows, tmp_path):
     from sim.validate.silicon.runner import run_matrix
 
     quick = rows["qwen_qwen3_32b_qwen_qwen3_32b_h100_sxm_trtllm_agg_1024x128_c8_tp1_epnone_1"]
-    rec = run_matrix([quick], tmp_path, jobs=1, rounds=1, cost="analytical", client="source").records[0]
-    assert rec["status"] == "simulated" and rec["client"] == "fixed"
+    rec = run_matrix([quick], tmp_path, jobs=1, rounds=2, cost="analytical", client="source").records[0]
+    assert rec["status"] == "simulated" and rec["client"] == "fixed" and rec["requests"] == 16
+    assert rec["sim_ttft_round0_p50_s"] > 0 and rec["sim_ttft_later_p50_s"] > 0
     assert "cost.profile=analytical" in rec["overrides"]
     ov = rec["overrides"]
     assert "low_tokens:1024,high_tokens:1024" in ov and "low_tokens:128,high_tokens:128" in ov
+
+
+def test_resume_keeps_an_older_rows_csv_header(rows, tmp_path):
+    """A rows.csv written before a column was added is resumed in its own columns (no shifted values)."""
+    import csv
+
+    from sim.validate.silicon.runner import FIELDS, read_records, run_matrix
+
+    quick = rows["qwen_qwen3_32b_qwen_qwen3_32b_h100_sxm_trtllm_agg_1024x128_c8_tp1_epnone_1"]
+    old = [f for f in FIELDS if f not in ("client", "sim_ttft_round0_p50_s", "sim_ttft_later_p50_s")]
+    with (tmp_path / "rows.csv").open("w", newline="") as fh:
+        csv.DictWriter(fh, fieldnames=old).writeheader()
+    run_matrix([quick], tmp_path, jobs=1, rounds=1, resume=True)
+    (rec,) = read_records(tmp_path / "rows.csv")
+    assert rec["id"] == quick.id and rec["status"] == "simulated" and rec["requests"] == 8
+    assert rec["sim_ttft_p50_s"] > 0 and "client" not in rec

@@ -7,8 +7,8 @@ with all clients sending at once). They differ in the lengths:
 * `inferencex`: InferenceX's `benchmark_serving.py` (the data README): `--random-range-ratio 0.8`, input and
   output lengths each uniform in [int(0.8 L), L], `--ignore-eos`.
 * `fixed`: every request exactly ISL tokens in and OSL tokens out: a synthetic-token client with zero spread
-  (genai-perf / AIPerf `--synthetic-input-tokens-stddev 0 --output-tokens-stddev 0` with `max_tokens` =
-  `min_tokens` = OSL, as NVIDIA Dynamo's benchmark scripts run it).
+  (for example genai-perf / AIPerf with `--synthetic-input-tokens-stddev 0 --output-tokens-stddev 0` and
+  `max_tokens` = `min_tokens` = OSL; which client the gap-analysis rows used is not recorded).
 
 Why two. The `silicon_data_source` column says where a row was measured: the InferenceX dumps (dated files,
 `db-dump/...`) and AIConfigurator's own gap-analysis collection (`.../aic-auto-gap-analysis/data/<system>/
@@ -18,9 +18,11 @@ the rows themselves: on SGLang (prefill first, then every running request decode
 whose requests all end on the same step sends its next round as one burst, so every round queues behind the
 others' prefills (TTFT ~ half the prefill time of all clients' prompts, the same at every output length, and
 TPOT carrying the other half). The measured SGLang Qwen3-32B rows show exactly that; the 0.8 range spreads the
-ends of a round by 20% of the output and the simulated rounds fall apart (docs/validation.md, "the client").
+ends of a round by 20% of the output and the simulated rounds fall apart.
 
-`source` picks per row: `fixed` for the gap-analysis rows, `inferencex` for the rest.
+`source` picks per row: `fixed` for the gap-analysis rows, `inferencex` for the rest. It is not the matrix's
+default: under it the simulated vLLM and TensorRT-LLM (mixed prefill/decode iterations) hold their rounds together
+too, which their measured rows say the real servers do not (docs/validation.md, "The rows' client").
 """
 from __future__ import annotations
 

@@ -22,8 +22,8 @@ FIELDS = ("id", "status", "reason", "detail", "also", "system", "engine", "engin
           "shape", "isl_tokens", "osl_tokens", "clients", "band", "tp", "weights_dtype", "deployment",
           "measured_ttft_s", "measured_tpot_s", "sim_ttft_p50_s", "sim_ttft_mean_s", "sim_ttft_p90_s",
           "sim_tpot_p50_s", "sim_tpot_mean_s", "sim_tpot_p90_s", "ttft_error_pct", "tpot_error_pct",
-          "ttft_mean_error_pct", "tpot_mean_error_pct", "requests", "completed", "wall_s", "assumptions", "client",
-          "overrides")
+          "ttft_mean_error_pct", "tpot_mean_error_pct", "sim_ttft_round0_p50_s", "sim_ttft_later_p50_s", "requests",
+          "completed", "wall_s", "assumptions", "client", "overrides")
 
 
 @dataclass
@@ -57,7 +57,8 @@ def simulated_record(plan: RowPlan, result: dict) -> dict:
     if "failed" in result:
         return rec | {"status": "failed", "reason": "failed", "detail": result["failed"]}
     rec |= {k: result[k] for k in ("requests", "completed", "wall_s", "sim_ttft_p50_s", "sim_ttft_mean_s",
-                                   "sim_ttft_p90_s", "sim_tpot_p50_s", "sim_tpot_mean_s", "sim_tpot_p90_s")}
+                                   "sim_ttft_p90_s", "sim_tpot_p50_s", "sim_tpot_mean_s", "sim_tpot_p90_s",
+                                   "sim_ttft_round0_p50_s", "sim_ttft_later_p50_s")}
     row = plan.row
     rec |= {"status": "simulated",
             "ttft_error_pct": error_pct(result["sim_ttft_p50_s"], row.measured_ttft_s),
@@ -70,13 +71,18 @@ def simulated_record(plan: RowPlan, result: dict) -> dict:
 
 
 class RowWriter:
-    """`rows.csv`, one line per record, flushed as each is added (`append`: after the records already there)."""
+    """`rows.csv`, one line per record, flushed as each is added (`append`: after the records already there, in
+    that file's columns: one written before a column was added keeps its header, the new column is left out)."""
 
     def __init__(self, path: Path, append: bool = False) -> None:
         self.path = Path(path)
         fresh = not (append and self.path.is_file())
+        fields: tuple[str, ...] | list[str] = FIELDS
+        if not fresh:
+            with self.path.open(newline="") as fh:
+                fields = next(csv.reader(fh), None) or FIELDS
         self._fh = self.path.open("w" if fresh else "a", newline="")
-        self._csv = csv.DictWriter(self._fh, fieldnames=FIELDS)
+        self._csv = csv.DictWriter(self._fh, fieldnames=fields, extrasaction="ignore")
         if fresh:
             self._csv.writeheader()
 
@@ -90,8 +96,8 @@ class RowWriter:
 
 NUMERIC = ("isl_tokens", "osl_tokens", "clients", "tp", "measured_ttft_s", "measured_tpot_s", "sim_ttft_p50_s",
            "sim_ttft_mean_s", "sim_ttft_p90_s", "sim_tpot_p50_s", "sim_tpot_mean_s", "sim_tpot_p90_s",
-           "ttft_error_pct", "tpot_error_pct", "ttft_mean_error_pct", "tpot_mean_error_pct", "requests", "completed",
-           "wall_s")
+           "ttft_error_pct", "tpot_error_pct", "ttft_mean_error_pct", "tpot_mean_error_pct", "sim_ttft_round0_p50_s",
+           "sim_ttft_later_p50_s", "requests", "completed", "wall_s")
 
 
 def read_records(path: Path) -> list[dict]:
