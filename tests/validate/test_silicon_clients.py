@@ -94,3 +94,11 @@ def test_resume_keeps_an_older_rows_csv_header(rows, tmp_path):
     (rec,) = read_records(tmp_path / "rows.csv")
     assert rec["id"] == quick.id and rec["status"] == "simulated" and rec["requests"] == 8
     assert rec["sim_ttft_p50_s"] > 0 and "client" not in rec
+
+
+def test_fit_takes_the_same_options(capsys):
+    from sim.validate.silicon.fit import main as fit_main
+
+    with pytest.raises(SystemExit) as stop:
+        fit_main(["per_model=1", "client=burst"])
+    assert stop.value.code == 2 and "client: must be one of inferencex, fixed, source" in capsys.readouterr().err

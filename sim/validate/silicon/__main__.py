@@ -22,14 +22,12 @@ from pathlib import Path
 
 from inferplan.errors import InputError, exit_on_input_error
 from inferplan.interrupts import signals_raise
-from sim.validate.silicon.clients import CHOICES as CLIENT_CHOICES
 from sim.validate.silicon.report import text_report, write_outputs
 from sim.validate.silicon.runner import run_matrix
-from sim.validate.silicon.simulate_row import DEFAULT_CLIENT
+from sim.validate.silicon.simulate_row import client_option, cost_option
 from sim.validate.silicon.table import CSV_PATH, read_table
 
 OPTIONS = ("csv", "jobs", "limit", "systems", "ids", "rounds", "cost", "client", "out", "resume")
-COST_PROFILES = ("auto", "measured", "analytical")   # or the path of a profile file
 
 
 def _positive(args: dict, key: str, default: int | None) -> int | None:
@@ -51,24 +49,6 @@ def _bool(args: dict, key: str) -> bool:
     return value == "true"
 
 
-def _cost(args: dict) -> str | None:
-    value = args.get("cost")
-    if value is None:
-        return None
-    if value not in COST_PROFILES and not Path(value).is_file():
-        raise InputError("command line", "cost", f"must be one of {', '.join(COST_PROFILES)} or a profile file, "
-                         f"got {value!r}", "give e.g. cost=measured")
-    return value
-
-
-def _client(args: dict) -> str:
-    value = args.get("client", DEFAULT_CLIENT)
-    if value not in CLIENT_CHOICES:
-        raise InputError("command line", "client", f"must be one of {', '.join(CLIENT_CHOICES)}, got {value!r}",
-                         "give e.g. client=source")
-    return value
-
-
 def parse_args(argv: list[str]) -> dict:
     args = {}
     for arg in argv:
@@ -80,7 +60,7 @@ def parse_args(argv: list[str]) -> dict:
             "limit": _positive(args, "limit", None), "rounds": _positive(args, "rounds", 10),
             "systems": [s for s in args.get("systems", "").split(",") if s],
             "ids": [s for s in args.get("ids", "").split(",") if s],
-            "resume": _bool(args, "resume"), "cost": _cost(args), "client": _client(args),
+            "resume": _bool(args, "resume"), "cost": cost_option(args), "client": client_option(args),
             "out": Path(args.get("out") or Path("runs") / "validate" / "silicon" / time.strftime("%Y-%m-%d_%H-%M-%S"))}
 
 

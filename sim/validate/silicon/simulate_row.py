@@ -14,14 +14,17 @@ AIConfigurator kernel grid of the row's GPU; default: the configured `auto`).
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import numpy as np
 
+from inferplan.errors import InputError
 from inferplan.interrupts import Interrupted
 from sim.api import scenario_workload
 from sim.compose import compose_config
 from sim.config import load_run_config
 from sim.simulate import simulate
+from sim.validate.silicon.clients import CHOICES as CLIENT_CHOICES
 from sim.validate.silicon.clients import client_of
 from sim.validate.silicon.clients import traffic as client_traffic
 from sim.validate.silicon.support import RowPlan
@@ -30,6 +33,27 @@ BASE = ["scenario=smoke", "metrics.progress=false", "scenario.pools.main.instanc
         "++scenario.drain_timeout_s=86400"]
 CLIENT_ROUNDS = 10      # the clients' request count: 10 x concurrency
 DEFAULT_CLIENT = "inferencex"
+COST_PROFILES = ("auto", "measured", "analytical")   # or the path of a profile file
+
+
+def cost_option(args: dict) -> str | None:
+    """The command line's `cost=` (None where not given); an unknown value is an `InputError`."""
+    value = args.get("cost")
+    if value is None:
+        return None
+    if value not in COST_PROFILES and not Path(value).is_file():
+        raise InputError("command line", "cost", f"must be one of {', '.join(COST_PROFILES)} or a profile file, "
+                         f"got {value!r}", "give e.g. cost=measured")
+    return value
+
+
+def client_option(args: dict) -> str:
+    """The command line's `client=` (default `inferencex`); an unknown value is an `InputError`."""
+    value = args.get("client", DEFAULT_CLIENT)
+    if value not in CLIENT_CHOICES:
+        raise InputError("command line", "client", f"must be one of {', '.join(CLIENT_CHOICES)}, got {value!r}",
+                         "give e.g. client=source")
+    return value
 
 
 def hydra_value(value) -> str:
