@@ -1,11 +1,18 @@
 """`python -m sim.validate.silicon [csv=<file>] [jobs=N] [limit=N] [systems=h100_sxm,h200_sxm] [ids=a,b]
-[rounds=10] [out=<dir>] [resume=true]`: simulate every row of a measured-runs table (default: the shipped copy)
-and report the TTFT/TPOT errors per partition and concurrency band, and the rows it cannot express by reason.
+[rounds=10] [cost=measured] [client=inferencex|fixed|source] [out=<dir>] [resume=true]`: simulate every row of a
+measured-runs table (default: the shipped copy) and report the TTFT/TPOT errors per partition and concurrency
+band, and the rows it cannot express by reason.
 
 `jobs` worker processes (default 1); `limit` the first N rows after the `systems`/`ids` filters; `rounds` requests
-per client (the benchmark client's 10). Results go to `out` (default runs/validate/silicon/<time>) as each row
-finishes: Ctrl-C keeps them, writes the report of what finished and exits 130; `resume=true` with the same `out`
-(and options) runs only the rows its rows.csv lacks. Bad input: one line, exit 2.
+per client (the benchmark client's 10). `cost` the cost model's profile for every row (`cost.profile`: `measured`
+prices the kernels from the AIConfigurator grid of the row's GPU, `analytical` from the roofline, `auto` or a
+profile path; default: the configured one). `client` the benchmark client whose lengths each request gets
+(sim/validate/silicon/clients.py): `inferencex` (default: uniform in [0.8 L, L], the data README's client),
+`fixed` (exactly ISL in, OSL out), `source` (per row by its `silicon_data_source`: `fixed` for the rows of
+AIConfigurator's gap-analysis collection, `inferencex` for the rest). Results go to `out` (default
+runs/validate/silicon/<time>) as each row finishes: Ctrl-C keeps them, writes the report of what finished and
+exits 130; `resume=true` with the same `out` (and options) runs only the rows its rows.csv lacks. Bad input: one
+line, exit 2.
 """
 from __future__ import annotations
 
@@ -17,9 +24,10 @@ from inferplan.errors import InputError, exit_on_input_error
 from inferplan.interrupts import signals_raise
 from sim.validate.silicon.report import text_report, write_outputs
 from sim.validate.silicon.runner import run_matrix
+from sim.validate.silicon.simulate_row import client_option, cost_option
 from sim.validate.silicon.table import CSV_PATH, read_table
 
-OPTIONS = ("csv", "jobs", "limit", "systems", "ids", "rounds", "out", "resume")
+OPTIONS = ("csv", "jobs", "limit", "systems", "ids", "rounds", "cost", "client", "out", "resume")
 
 
 def _positive(args: dict, key: str, default: int | None) -> int | None:
@@ -52,7 +60,7 @@ def parse_args(argv: list[str]) -> dict:
             "limit": _positive(args, "limit", None), "rounds": _positive(args, "rounds", 10),
             "systems": [s for s in args.get("systems", "").split(",") if s],
             "ids": [s for s in args.get("ids", "").split(",") if s],
-            "resume": _bool(args, "resume"),
+            "resume": _bool(args, "resume"), "cost": cost_option(args), "client": client_option(args),
             "out": Path(args.get("out") or Path("runs") / "validate" / "silicon" / time.strftime("%Y-%m-%d_%H-%M-%S"))}
 
 
@@ -82,7 +90,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"silicon matrix: {len(rows)} rows of {opts['csv']}, jobs={opts['jobs']}, results -> {opts['out']}",
           flush=True)
     with signals_raise():
-        run = run_matrix(rows, opts["out"], jobs=opts["jobs"], rounds=opts["rounds"], resume=opts["resume"])
+        run = run_matrix(rows, opts["out"], jobs=opts["jobs"], rounds=opts["rounds"], resume=opts["resume"],
+                         cost=opts["cost"], client=opts["client"])
     options = {k: (str(v) if isinstance(v, Path) else v) for k, v in opts.items()}
     doc = write_outputs(run.records, opts["out"], opts["csv"], len(rows), options, run.wall_s,
                         interrupted=bool(run.interrupted_by))

@@ -1,7 +1,8 @@
 """The engine time outside the kernels, fitted per engine on the measured H100/H200 serving runs.
 
 `python -m sim.validate.silicon.fit [base=<rows.csv>] [per_model=N] [jobs=N] [systems=h100_sxm,h200_sxm]
-[refine=true] [search=<rows per model>] [out=<file.json>] [write=true]`
+[refine=true] [search=<rows per model>] [cost=measured] [client=inferencex|fixed|source] [out=<file.json>]
+[write=true]`
 
 What is fitted: an engine preset's front-end time (sim/core/instance/frontend.py), per engine, never per model,
 delay_s = frontend_per_request_s + frontend_per_prompt_token_s x prompt tokens + frontend_per_stream_s x streams.
@@ -40,7 +41,9 @@ from pathlib import Path
 import numpy as np
 
 from inferplan.config.yaml_files import read_yaml_mapping
+from inferplan.errors import exit_on_input_error
 from sim.validate.silicon.runner import read_records
+from sim.validate.silicon.simulate_row import client_option, cost_option
 
 KEYS = ("frontend_per_request_s", "frontend_per_prompt_token_s", "frontend_per_stream_s")
 ZERO = {k: 0.0 for k in KEYS}
@@ -146,8 +149,10 @@ def subsample_plans(systems: tuple[str, ...], per_model: int) -> list:
     return plans
 
 
-def simulate_plans(plans: list, engine_keys: dict, jobs: int) -> list[dict]:
-    """Records of `plans` simulated with the preset keys `engine_keys[engine]` overridden."""
+def simulate_plans(plans: list, engine_keys: dict, jobs: int, cost: str | None = None,
+                   client: str = "inferencex") -> list[dict]:
+    """Records of `plans` simulated with the preset keys `engine_keys[engine]` overridden (`cost`, `client`: as
+    the matrix's options of those names; give the ones the `base=` run was made with)."""
     from sim.validate.silicon.runner import simulated_record
     from sim.validate.silicon.simulate_row import simulate_safely
     from sim.workers import WorkerPool
@@ -156,23 +161,25 @@ def simulate_plans(plans: list, engine_keys: dict, jobs: int) -> list[dict]:
     by_id = {p.row.id: p for p in plans}
     try:
         out = [simulated_record(by_id[i], res) for i, res in
-               pool.run(simulate_safely, ((p.row.id, (p, 10, engine_keys[p.row.engine])) for p in plans),
-                        in_flight=jobs)]
+               pool.run(simulate_safely, ((p.row.id, (p, 10, engine_keys[p.row.engine], cost, client))
+                                          for p in plans), in_flight=jobs)]
     finally:
         pool.close()
     return out
 
 
-def simulated_base(systems: tuple[str, ...], per_model: int, jobs: int) -> list[dict]:
+def simulated_base(systems: tuple[str, ...], per_model: int, jobs: int, cost: str | None = None,
+                   client: str = "inferencex") -> list[dict]:
     """`per_model` rows per (engine, model), simulated with the front-end time at zero."""
     plans = subsample_plans(systems, per_model)
-    return simulate_plans(plans, {p.row.engine: ZERO for p in plans}, jobs)
+    return simulate_plans(plans, {p.row.engine: ZERO for p in plans}, jobs, cost, client)
 
 
 SCALES = (0.4, 0.6, 0.8, 1.0)
 
 
-def scale_search(doc: dict, systems: tuple[str, ...], per_model: int, jobs: int) -> None:
+def scale_search(doc: dict, systems: tuple[str, ...], per_model: int, jobs: int, cost: str | None = None,
+                 client: str = "inferencex") -> None:
     """The additive fit ignores that a delayed request lightens the load behind it, and its queueing feedback
     (a closed loop's arrivals bunch): simulate a subsample with the fitted coefficients x each of SCALES and keep
     the scale of least median |TTFT error| + median |TPOT error| (each engine on its own rows)."""
@@ -181,7 +188,7 @@ def scale_search(doc: dict, systems: tuple[str, ...], per_model: int, jobs: int)
     results: dict[str, list] = {e: [] for e in doc["engines"]}
     for k in SCALES:
         keys = {e: {n: v * k for n, v in f["values"].items()} for e, f in doc["engines"].items()}
-        recs = [r for r in simulate_plans(plans, keys, jobs) if r["status"] == "simulated"]
+        recs = [r for r in simulate_plans(plans, keys, jobs, cost, client) if r["status"] == "simulated"]
         for e in doc["engines"]:
             mine = [r for r in recs if r["engine"] == e]
             ttft = float(np.median(np.abs([r["ttft_error_pct"] for r in mine])))
@@ -247,6 +254,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     args = dict(a.split("=", 1) for a in argv)
     systems = tuple(args.get("systems", ",".join(SYSTEMS)).split(","))
+    with exit_on_input_error():
+        cost, client = cost_option(args), client_option(args)
     if "base" in args:
         recs = [r for r in read_records(Path(args["base"])) if r["status"] == "simulated" and r["system"] in systems]
         source = f"base={args['base']} (all its simulated rows)"
@@ -255,14 +264,15 @@ def main(argv: list[str] | None = None) -> None:
             source += ", refined (the presets' front-end delays taken out first)"
     else:
         per_model = int(args.get("per_model", 12))
-        recs = [r for r in simulated_base(systems, per_model, int(args.get("jobs", 2))) if r["status"] == "simulated"]
+        recs = [r for r in simulated_base(systems, per_model, int(args.get("jobs", 2)), cost, client)
+                if r["status"] == "simulated"]
         source = f"{per_model} rows per (engine, model), simulated with the front-end time at zero"
     recs = [r for r in recs if np.isfinite(r["sim_ttft_p50_s"]) and r["measured_ttft_s"] > 0]
     doc = {"source": source, "systems": list(systems), "engines": {}}
     for engine in sorted({r["engine"] for r in recs}):
         doc["engines"][engine] = fit_engine([r for r in recs if r["engine"] == engine])
     if "search" in args:
-        scale_search(doc, systems, int(args["search"]), int(args.get("jobs", 2)))
+        scale_search(doc, systems, int(args["search"]), int(args.get("jobs", 2)), cost, client)
     text = json.dumps(doc, indent=1)
     if "out" in args:
         Path(args["out"]).write_text(text + "\n")

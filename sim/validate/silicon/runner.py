@@ -14,7 +14,7 @@ from pathlib import Path
 
 from inferplan.interrupts import signum_of
 from sim.validate.silicon.metrics import band, error_pct
-from sim.validate.silicon.simulate_row import CLIENT_ROUNDS, simulate_safely
+from sim.validate.silicon.simulate_row import CLIENT_ROUNDS, DEFAULT_CLIENT, simulate_safely
 from sim.validate.silicon.support import RowPlan, Unsupported, plan_row
 from sim.validate.silicon.table import SiliconRow
 
@@ -22,7 +22,8 @@ FIELDS = ("id", "status", "reason", "detail", "also", "system", "engine", "engin
           "shape", "isl_tokens", "osl_tokens", "clients", "band", "tp", "weights_dtype", "deployment",
           "measured_ttft_s", "measured_tpot_s", "sim_ttft_p50_s", "sim_ttft_mean_s", "sim_ttft_p90_s",
           "sim_tpot_p50_s", "sim_tpot_mean_s", "sim_tpot_p90_s", "ttft_error_pct", "tpot_error_pct",
-          "ttft_mean_error_pct", "tpot_mean_error_pct", "requests", "completed", "wall_s", "assumptions", "overrides")
+          "ttft_mean_error_pct", "tpot_mean_error_pct", "sim_ttft_round0_p50_s", "sim_ttft_later_p50_s", "requests",
+          "completed", "wall_s", "assumptions", "client", "overrides")
 
 
 @dataclass
@@ -52,11 +53,12 @@ def simulated_record(plan: RowPlan, result: dict) -> dict:
     rec = base_record(plan.row) | {"preset": plan.engine, "tp": plan.tp, "weights_dtype": plan.weights_dtype,
                                    "deployment": json.dumps(plan.deployment, sort_keys=True) if plan.deployment else "",
                                    "assumptions": "; ".join(plan.assumptions),
-                                   "overrides": result.get("overrides", "")}
+                                   "client": result.get("client", ""), "overrides": result.get("overrides", "")}
     if "failed" in result:
         return rec | {"status": "failed", "reason": "failed", "detail": result["failed"]}
     rec |= {k: result[k] for k in ("requests", "completed", "wall_s", "sim_ttft_p50_s", "sim_ttft_mean_s",
-                                   "sim_ttft_p90_s", "sim_tpot_p50_s", "sim_tpot_mean_s", "sim_tpot_p90_s")}
+                                   "sim_ttft_p90_s", "sim_tpot_p50_s", "sim_tpot_mean_s", "sim_tpot_p90_s",
+                                   "sim_ttft_round0_p50_s", "sim_ttft_later_p50_s")}
     row = plan.row
     rec |= {"status": "simulated",
             "ttft_error_pct": error_pct(result["sim_ttft_p50_s"], row.measured_ttft_s),
@@ -69,13 +71,18 @@ def simulated_record(plan: RowPlan, result: dict) -> dict:
 
 
 class RowWriter:
-    """`rows.csv`, one line per record, flushed as each is added (`append`: after the records already there)."""
+    """`rows.csv`, one line per record, flushed as each is added (`append`: after the records already there, in
+    that file's columns: one written before a column was added keeps its header, the new column is left out)."""
 
     def __init__(self, path: Path, append: bool = False) -> None:
         self.path = Path(path)
         fresh = not (append and self.path.is_file())
+        fields: tuple[str, ...] | list[str] = FIELDS
+        if not fresh:
+            with self.path.open(newline="") as fh:
+                fields = next(csv.reader(fh), None) or FIELDS
         self._fh = self.path.open("w" if fresh else "a", newline="")
-        self._csv = csv.DictWriter(self._fh, fieldnames=FIELDS)
+        self._csv = csv.DictWriter(self._fh, fieldnames=fields, extrasaction="ignore")
         if fresh:
             self._csv.writeheader()
 
@@ -89,8 +96,8 @@ class RowWriter:
 
 NUMERIC = ("isl_tokens", "osl_tokens", "clients", "tp", "measured_ttft_s", "measured_tpot_s", "sim_ttft_p50_s",
            "sim_ttft_mean_s", "sim_ttft_p90_s", "sim_tpot_p50_s", "sim_tpot_mean_s", "sim_tpot_p90_s",
-           "ttft_error_pct", "tpot_error_pct", "ttft_mean_error_pct", "tpot_mean_error_pct", "requests", "completed",
-           "wall_s")
+           "ttft_error_pct", "tpot_error_pct", "ttft_mean_error_pct", "tpot_mean_error_pct", "sim_ttft_round0_p50_s",
+           "sim_ttft_later_p50_s", "requests", "completed", "wall_s")
 
 
 def read_records(path: Path) -> list[dict]:
@@ -104,9 +111,11 @@ def read_records(path: Path) -> list[dict]:
 
 
 def run_matrix(rows: list[SiliconRow], out_dir: Path, jobs: int = 1, rounds: int = CLIENT_ROUNDS,
-               on_record: Callable[[dict], None] | None = None, resume: bool = False) -> MatrixRun:
+               on_record: Callable[[dict], None] | None = None, resume: bool = False, cost: str | None = None,
+               client: str = DEFAULT_CLIENT) -> MatrixRun:
     """Plan and simulate `rows`; records go to `<out_dir>/rows.csv` as they are known (and to `on_record`).
-    `resume`: keep the records already in `<out_dir>/rows.csv` and run only the rows they lack."""
+    `resume`: keep the records already in `<out_dir>/rows.csv` and run only the rows they lack. `cost`: the cost
+    model's profile for every row (None: the configured one); `client`: the benchmark client (`clients.CHOICES`)."""
     t0 = time.perf_counter()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -135,13 +144,14 @@ def run_matrix(rows: list[SiliconRow], out_dir: Path, jobs: int = 1, rounds: int
                 plans.append(p)
         if jobs <= 1:
             for p in plans:
-                add(simulated_record(p, simulate_safely(p, rounds)))
+                add(simulated_record(p, simulate_safely(p, rounds, None, cost, client)))
         else:
             from sim.workers import WorkerPool
 
             pool = WorkerPool(jobs)
             by_id = {p.row.id: p for p in plans}
-            for row_id, result in pool.run(simulate_safely, ((p.row.id, (p, rounds)) for p in plans), in_flight=jobs):
+            tasks = ((p.row.id, (p, rounds, None, cost, client)) for p in plans)
+            for row_id, result in pool.run(simulate_safely, tasks, in_flight=jobs):
                 add(simulated_record(by_id[row_id], result))
     except KeyboardInterrupt as err:  # (Ctrl-C or SIGTERM: keep what finished)
         run.interrupted_by = signum_of(err)

@@ -4,30 +4,56 @@ row's hardware, model, formats, TP/DP/EP, engine preset, one instance, a closed-
 scenario's front-end delay (the `smoke` scenario's 2 ms) are the configured defaults; the engine preset's own
 front-end time (`frontend_*`, sim/core/instance/frontend.py) is fitted per engine (`fit.py`).
 
-The benchmark client (InferenceX `benchmark_serving.py`, see the data README): `--max-concurrency C` closed loop
-with `--request-rate inf`, `--num-prompts 10 x C`, input and output lengths uniform in [int(0.8 L), L]
-(`--random-range-ratio 0.8`, `--ignore-eos`), and `2 x C` warm-up requests that complete before the measured run
-starts (the client awaits them), so the measured run starts from an idle server. The simulator has no warm-up
-state (no compilation or autotuning), so the warm-ups are not simulated: the run is the measured requests only.
-`rounds` (default 10, the client's) sets requests = rounds x C.
+The benchmark client (`clients.py`): a closed loop of the row's concurrency, `rounds` (default 10) requests per
+client, the warm-ups awaited before the measured run (so it starts from an idle server; the simulator has no
+warm-up state, no compilation or autotuning, so the warm-ups are not simulated), and the lengths as the row's
+client drew them: InferenceX's uniform [int(0.8 L), L] (the default), or every request exactly ISL/OSL (`client=`;
+`source`: by the row's data source). `cost` sets the cost model's `profile` for every row (`measured`: the
+AIConfigurator kernel grid of the row's GPU; default: the configured `auto`).
 """
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import numpy as np
 
+from inferplan.errors import InputError
 from inferplan.interrupts import Interrupted
 from sim.api import scenario_workload
 from sim.compose import compose_config
 from sim.config import load_run_config
 from sim.simulate import simulate
+from sim.validate.silicon.clients import CHOICES as CLIENT_CHOICES
+from sim.validate.silicon.clients import client_of
+from sim.validate.silicon.clients import traffic as client_traffic
 from sim.validate.silicon.support import RowPlan
 
 BASE = ["scenario=smoke", "metrics.progress=false", "scenario.pools.main.instances=1",
         "++scenario.drain_timeout_s=86400"]
-CLIENT_ROUNDS = 10      # the client's --num-prompts 10 x concurrency
-RANGE_RATIO = 0.8       # --random-range-ratio
+CLIENT_ROUNDS = 10      # the clients' request count: 10 x concurrency
+DEFAULT_CLIENT = "inferencex"
+COST_PROFILES = ("auto", "measured", "analytical")   # or the path of a profile file
+
+
+def cost_option(args: dict) -> str | None:
+    """The command line's `cost=` (None where not given); an unknown value is an `InputError`."""
+    value = args.get("cost")
+    if value is None:
+        return None
+    if value not in COST_PROFILES and not Path(value).is_file():
+        raise InputError("command line", "cost", f"must be one of {', '.join(COST_PROFILES)} or a profile file, "
+                         f"got {value!r}", "give e.g. cost=measured")
+    return value
+
+
+def client_option(args: dict) -> str:
+    """The command line's `client=` (default `inferencex`); an unknown value is an `InputError`."""
+    value = args.get("client", DEFAULT_CLIENT)
+    if value not in CLIENT_CHOICES:
+        raise InputError("command line", "client", f"must be one of {', '.join(CLIENT_CHOICES)}, got {value!r}",
+                         "give e.g. client=source")
+    return value
 
 
 def hydra_value(value) -> str:
@@ -41,26 +67,24 @@ def hydra_value(value) -> str:
     return str(value)
 
 
-def traffic(plan: RowPlan, rounds: int = CLIENT_ROUNDS) -> dict:
-    """The closed-loop traffic block of a row: its clients, rounds x clients requests, uniform lengths."""
-    row = plan.row
-
-    def uniform(length: int) -> dict:
-        return {"kind": "uniform", "low_tokens": max(1, int(RANGE_RATIO * length)), "high_tokens": length}
-    return {"kind": "closed_loop", "clients": row.clients, "requests": rounds * row.clients,
-            "lengths": {"kind": "independent", "prompt": uniform(row.isl_tokens), "output": uniform(row.osl_tokens)}}
+def traffic(plan: RowPlan, rounds: int = CLIENT_ROUNDS, client: str = DEFAULT_CLIENT) -> dict:
+    """The closed-loop traffic block of a row: its clients, rounds x clients requests, the client's lengths."""
+    return client_traffic(plan.row, client_of(plan.row, client), rounds)
 
 
-def overrides(plan: RowPlan, rounds: int = CLIENT_ROUNDS, engine: dict | None = None) -> list[str]:
+def overrides(plan: RowPlan, rounds: int = CLIENT_ROUNDS, engine: dict | None = None, cost: str | None = None,
+              client: str = DEFAULT_CLIENT) -> list[str]:
     """The Hydra overrides that express the row (also a `python -m sim` command line); `engine`: preset keys to
-    override (`{frontend_per_request_s: 0.05}`, the fit's candidates)."""
+    override (`{frontend_per_request_s: 0.05}`, the fit's candidates); `cost`: the cost model's profile."""
     p = "scenario.pools.main"
     ov = [*BASE, f"{p}.hardware={plan.hardware}", f"{p}.model={plan.model}", f"++{p}.tp={plan.tp}",
           f"++{p}.weights_dtype={plan.weights_dtype}", f"engine={plan.engine}",
           *(f"++engine.{k}={v!r}" for k, v in (engine or {}).items())]
+    if cost:
+        ov.append(f"cost.profile={cost}")
     if plan.deployment:
         ov.append(f"++{p}.deployment={hydra_value(plan.deployment)}")
-    return [*ov, "~scenario.traffic", f"+scenario.traffic={hydra_value(traffic(plan, rounds))}"]
+    return [*ov, "~scenario.traffic", f"+scenario.traffic={hydra_value(traffic(plan, rounds, client))}"]
 
 
 def _stats(values: np.ndarray) -> dict:
@@ -70,26 +94,36 @@ def _stats(values: np.ndarray) -> dict:
     return {"p50": float(np.median(v)), "mean": float(v.mean()), "p90": float(np.percentile(v, 90))}
 
 
-def simulate_plan(plan: RowPlan, rounds: int = CLIENT_ROUNDS, engine: dict | None = None) -> dict:
+def simulate_plan(plan: RowPlan, rounds: int = CLIENT_ROUNDS, engine: dict | None = None, cost: str | None = None,
+                  client: str = DEFAULT_CLIENT) -> dict:
     """The row's simulated TTFT and TPOT statistics over its completed requests (s)."""
     t0 = time.perf_counter()
-    ov = overrides(plan, rounds, engine)
+    ov = overrides(plan, rounds, engine, cost, client)
     run = load_run_config(compose_config(ov))
     result = simulate(run, scenario_workload(run))
     if result.interrupted_by:
         raise Interrupted(result.interrupted_by)
     cols = result.requests
     done = np.asarray(cols["status"]) == "completed"
-    ttft, tpot = _stats(np.asarray(cols["ttft_s"])[done]), _stats(np.asarray(cols["tpot_s"])[done])
-    return {"requests": int(len(done)), "completed": int(done.sum()),
+    ttft_all = np.asarray(cols["ttft_s"])
+    ttft, tpot = _stats(ttft_all[done]), _stats(np.asarray(cols["tpot_s"])[done])
+    # The first round (the first `clients` requests, all sent at t = 0 to an idle server) against the later ones:
+    # where the rounds stay together the two agree, where they drift apart the later TTFT is the shorter.
+    first = np.arange(len(done)) < plan.row.clients
+    rounds_p50 = {"sim_ttft_round0_p50_s": _stats(ttft_all[done & first])["p50"],
+                  "sim_ttft_later_p50_s": _stats(ttft_all[done & ~first])["p50"]}
+    return {"requests": int(len(done)), "completed": int(done.sum()), **rounds_p50,
             **{f"sim_ttft_{k}_s": v for k, v in ttft.items()}, **{f"sim_tpot_{k}_s": v for k, v in tpot.items()},
-            "wall_s": round(time.perf_counter() - t0, 3), "overrides": " ".join(ov)}
+            "wall_s": round(time.perf_counter() - t0, 3), "client": client_of(plan.row, client),
+            "overrides": " ".join(ov)}
 
 
-def simulate_safely(plan: RowPlan, rounds: int = CLIENT_ROUNDS, engine: dict | None = None) -> dict:
+def simulate_safely(plan: RowPlan, rounds: int = CLIENT_ROUNDS, engine: dict | None = None, cost: str | None = None,
+                    client: str = DEFAULT_CLIENT) -> dict:
     """`simulate_plan`, with a failure as a result: `{"failed": "<one line>"}` (a pool worker must not die)."""
     try:
-        return simulate_plan(plan, rounds, engine)
+        return simulate_plan(plan, rounds, engine, cost, client)
     except Exception as err:  # noqa: BLE001 (any failure of one row is reported with that row)
         text = " ".join(str(err).split()) or type(err).__name__
-        return {"failed": f"{type(err).__name__}: {text}"[:400], "overrides": " ".join(overrides(plan, rounds, engine))}
+        return {"failed": f"{type(err).__name__}: {text}"[:400], "client": client_of(plan.row, client),
+                "overrides": " ".join(overrides(plan, rounds, engine, cost, client))}

@@ -1,8 +1,10 @@
-"""The measured rows: a table in the columns of AIConfigurator's `silicon_sample.csv` (InferenceX closed-loop
-concurrency sweeps), read into typed `SiliconRow`s with units converted once (ms -> s).
+"""The measured rows: a table in the columns of AIConfigurator's `silicon_sample.csv` (closed-loop concurrency
+sweeps from InferenceX and from AIConfigurator's own collection), read into typed `SiliconRow`s with units
+converted once (ms -> s).
 
 The default is the copy shipped in `sim/validate/data/` (its NOTICE names the source); `csv=<path>` reads any
-table with these columns. Only the columns the matrix reads are required; the others are ignored.
+table with these columns. Only the columns the matrix reads are required (`silicon_data_source`, where the row was
+measured, is read when present: it picks the row's benchmark client, `clients.py`); the others are ignored.
 """
 from __future__ import annotations
 
@@ -47,6 +49,7 @@ class SiliconRow:
     disagg_workers: tuple[int | None, int | None]  # (prefill, decode) worker counts, disagg rows only
     measured_ttft_s: float
     measured_tpot_s: float
+    source: str = ""                # `silicon_data_source`: where the row was measured ("" where not given)
 
     @property
     def shape(self) -> str:
@@ -98,7 +101,8 @@ def parse_row(path: Path, line: int, rec: dict) -> SiliconRow:
         moe_tp=_int(path, line, rec, "moe_tp_size"), moe_ep=_int(path, line, rec, "moe_ep_size"),
         disagg_workers=(_int(path, line, rec, DISAGG_WORKERS[0]), _int(path, line, rec, DISAGG_WORKERS[1])),
         measured_ttft_s=_ms(path, line, rec, "silicon_ttft_ms"),
-        measured_tpot_s=_ms(path, line, rec, "silicon_tpot_ms"))
+        measured_tpot_s=_ms(path, line, rec, "silicon_tpot_ms"),
+        source=(rec.get("silicon_data_source") or "").strip())
 
 
 def read_table(path: Path = CSV_PATH) -> list[SiliconRow]:

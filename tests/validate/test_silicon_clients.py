@@ -1,0 +1,104 @@
+"""The benchmark clients of the silicon matrix (sim/validate/silicon/clients.py): each row's lengths as its client
+drew them, the client picked by the row's data source, and the `cost=`/`client=` options of the command line."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from inferplan.errors import InputError
+from sim.api import scenario_workload
+from sim.compose import compose_config
+from sim.config import load_run_config
+from sim.validate.silicon.__main__ import parse_args
+from sim.validate.silicon.clients import client_of, traffic
+from sim.validate.silicon.simulate_row import overrides
+from sim.validate.silicon.support import plan_row
+from sim.validate.silicon.table import CSV_PATH, read_table
+
+GAP_ANALYSIS = "qwen_qwen3_32b_qwen_qwen3_32b_h100_sxm_sglang_agg_1024x512_c16_tp2_epnone_19"
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return {r.id: r for r in read_table(CSV_PATH)}
+
+
+def test_source_column_picks_the_client(rows):
+    gap = rows[GAP_ANALYSIS]
+    assert "aic-auto-gap-analysis" in gap.source
+    assert client_of(gap, "source") == "fixed"
+    other = next(r for r in rows.values() if r.source and "aic-auto-gap-analysis" not in r.source)
+    assert client_of(other, "source") == "inferencex"
+    assert client_of(dataclasses.replace(gap, source=""), "source") == "inferencex"  # unknown source: the README's
+    assert client_of(gap, "inferencex") == "inferencex" and client_of(other, "fixed") == "fixed"
+
+
+def test_lengths_of_each_client(rows):
+    row = rows[GAP_ANALYSIS]
+    fixed, ix = traffic(row, "fixed", 10), traffic(row, "inferencex", 10)
+    assert fixed["clients"] == ix["clients"] == 16 and fixed["requests"] == ix["requests"] == 160
+    assert fixed["lengths"]["prompt"] == {"kind": "uniform", "low_tokens": 1024, "high_tokens": 1024}
+    assert fixed["lengths"]["output"] == {"kind": "uniform", "low_tokens": 512, "high_tokens": 512}
+    assert ix["lengths"]["prompt"] == {"kind": "uniform", "low_tokens": 819, "high_tokens": 1024}
+    assert ix["lengths"]["output"] == {"kind": "uniform", "low_tokens": 409, "high_tokens": 512}
+
+
+def test_overrides_carry_cost_profile_and_client_lengths(rows):
+    plan = plan_row(rows[GAP_ANALYSIS])
+    ov = overrides(plan, rounds=2, cost="measured", client="source")
+    assert "cost.profile=measured" in ov
+    run = load_run_config(compose_config(ov))
+    assert run.cost.profile == "measured"
+    wl = scenario_workload(run)
+    assert len(wl) == 32
+    assert np.all(np.asarray(wl.prompt_tokens) == 1024) and np.all(np.asarray(wl.output_tokens) == 512)
+    assert not any(o.startswith("cost.profile") for o in overrides(plan, rounds=2))
+
+
+def test_command_line_options():
+    opts = parse_args(["cost=measured", "client=source"])
+    assert opts["cost"] == "measured" and opts["client"] == "source"
+    default = parse_args([])
+    assert default["cost"] is None and default["client"] == "inferencex"
+    with pytest.raises(InputError, match="client: must be one of inferencex, fixed, source"):
+        parse_args(["client=burst"])
+    with pytest.raises(InputError, match="cost: must be one of auto, measured, analytical or a profile file"):
+        parse_args(["cost=fast"])
+
+
+def test_matrix_records_the_client_and_profile(rows, tmp_path):
+    from sim.validate.silicon.runner import run_matrix
+
+    quick = rows["qwen_qwen3_32b_qwen_qwen3_32b_h100_sxm_trtllm_agg_1024x128_c8_tp1_epnone_1"]
+    rec = run_matrix([quick], tmp_path, jobs=1, rounds=2, cost="analytical", client="source").records[0]
+    assert rec["status"] == "simulated" and rec["client"] == "fixed" and rec["requests"] == 16
+    assert rec["sim_ttft_round0_p50_s"] > 0 and rec["sim_ttft_later_p50_s"] > 0
+    assert "cost.profile=analytical" in rec["overrides"]
+    ov = rec["overrides"]
+    assert "low_tokens:1024,high_tokens:1024" in ov and "low_tokens:128,high_tokens:128" in ov
+
+
+def test_resume_keeps_an_older_rows_csv_header(rows, tmp_path):
+    """A rows.csv written before a column was added is resumed in its own columns (no shifted values)."""
+    import csv
+
+    from sim.validate.silicon.runner import FIELDS, read_records, run_matrix
+
+    quick = rows["qwen_qwen3_32b_qwen_qwen3_32b_h100_sxm_trtllm_agg_1024x128_c8_tp1_epnone_1"]
+    old = [f for f in FIELDS if f not in ("client", "sim_ttft_round0_p50_s", "sim_ttft_later_p50_s")]
+    with (tmp_path / "rows.csv").open("w", newline="") as fh:
+        csv.DictWriter(fh, fieldnames=old).writeheader()
+    run_matrix([quick], tmp_path, jobs=1, rounds=1, resume=True)
+    (rec,) = read_records(tmp_path / "rows.csv")
+    assert rec["id"] == quick.id and rec["status"] == "simulated" and rec["requests"] == 8
+    assert rec["sim_ttft_p50_s"] > 0 and "client" not in rec
+
+
+def test_fit_takes_the_same_options(capsys):
+    from sim.validate.silicon.fit import main as fit_main
+
+    with pytest.raises(SystemExit) as stop:
+        fit_main(["per_model=1", "client=burst"])
+    assert stop.value.code == 2 and "client: must be one of inferencex, fixed, source" in capsys.readouterr().err
