@@ -25,10 +25,11 @@ scaled times are estimates: the older time times the re-measured / older ratio o
 40,000-request run, times `reference_s / 2.094` (marked `~`). Last line, for the 40,000-request 4-replica vLLM run:
 `vidur workload: loop <x>x, whole process <y>x, peak <m> MB`.
 
-    python bench/vidur_workload.py [--only c_vllm_4r_n40000 ...] [--keep DIR] [--set cost.profile=measured ...]
+    python bench/vidur_workload.py [--only c_vllm_4r_n40000 ...] [--keep DIR] [--set cost.profile=analytical ...]
 
-`--set` adds a Hydra override to every run (and to the event count), e.g. `cost.profile=measured` to price from
-the AIConfigurator grid of the A100 (docs/cost-model.md, "Measured grids") instead of the analytical default.
+`--set` adds a Hydra override to every run (and to the event count), e.g. `cost.profile=analytical` to price from
+the datasheet roofline instead of the default, the AIConfigurator grid of the A100 (docs/cost-model.md, "Measured
+grids").
 """
 from __future__ import annotations
 
