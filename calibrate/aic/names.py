@@ -19,7 +19,8 @@ SYSTEMS: dict[str, str] = {ours: theirs for theirs, ours in HARDWARE.items()}
 ENGINES: tuple[str, ...] = ("vllm", "sglang", "trtllm")
 
 # GEMM formats: `sq` is TensorRT-LLM's SmoothQuant W8A8 (our int8: per-channel / per-token scales). Not imported:
-# int8_wo (weight-only int8: no format of ours), nvfp4 (no FP4 format in calibrate.ops.DTYPES yet).
+# int8_wo (weight-only int8: no format of ours), nvfp4 (measured on Blackwell only, and no NVFP4 format of ours:
+# the Hopper rows that name it run the MXFP4 checkpoint of gpt-oss, `mxfp4`).
 GEMM_DTYPES: dict[str, str] = {"bfloat16": "bf16", "float16": "fp16", "fp8": "fp8", "fp8_block": "fp8_block",
                                "int4_wo": "int4_wo", "sq": "int8"}
 # MoE formats: `w4a16_mxfp4` is the MXFP4 expert kernel run weight-only (bf16 activations) on Hopper (our mxfp4:

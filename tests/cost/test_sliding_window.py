@@ -6,14 +6,18 @@ import dataclasses
 import json
 
 import pytest
+import yaml
 
 from calibrate import ops
+from calibrate.profile import load_profile
 from inferplan.errors import InputError
-from inferplan.specs import load_hardware, load_model
+from inferplan.specs import CONF_DIR, load_hardware, load_model
 from sim.core.cost.deployment import parse_deployment
 from sim.core.cost.layout import build_layout
 from sim.core.cost.memory import plan_memory
+from sim.core.cost.factory import GRID_PROFILES_DIR
 from sim.core.cost.pricer import OpPricer
+from sim.core.cost.roofline import LayeredCostModel
 from sim.core.cost.weights import device_weight_bytes
 from tests.cost.toys import EFF, GQA, TOY_HW, decode, model, prefill
 
@@ -117,3 +121,23 @@ def test_mxfp4_experts_priced_at_their_bytes_in_decode():
     fp4 = model(moe, hw=load_hardware("h100_sxm"),
                 deployment={"weights": {"experts": "mxfp4"}}).step_cost(decode(8, 1000)).parts["moe_gemm"]
     assert fp4 < bf16 / 3  # decode's experts are weight-read bound: 4.25 bits against 16
+
+
+def test_gpt_oss_mxfp4_experts_and_windowed_attention_from_the_h100_grid():
+    """The vLLM grid measured the MXFP4 expert block (w4a16_mxfp4) at gpt-oss's shapes: a pool of the checkpoint's
+    formats prices its experts and attention from it, the sliding layers' decode at the windowed context."""
+    h100 = load_hardware("h100_sxm")
+    rf = yaml.safe_load((CONF_DIR / "cost" / "roofline.yaml").read_text())
+    profile = load_profile(GRID_PROFILES_DIR / "h100_sxm" / "vllm.parquet")
+    m = load_model("gpt_oss_120b")
+    dep = parse_deployment({"weights": {"experts": "mxfp4"}}, tp=2, weights_dtype="bf16", where="test")
+    cm = LayeredCostModel(m, h100, OpPricer(h100, rf["efficiency"], rf["launch_s"], profile), tp=2,
+                          deployment=dep, role="decode")
+    d = cm.describe()
+    assert "moe_gemm/mxfp4" in d["measured_ops"] and "attn_decode/bf16" in d["measured_ops"]
+    full = dataclasses.replace(m, sliding_window_tokens=0, sliding_window_layers=())
+    plain = LayeredCostModel(full, h100, OpPricer(h100, rf["efficiency"], rf["launch_s"], profile), tp=2,
+                             deployment=dep, role="decode")
+    long = decode(64, 8000)
+    windowed, unwindowed = cm.step_cost(long).parts["attention"], plain.step_cost(long).parts["attention"]
+    assert 0.4 * unwindowed < windowed < 0.75 * unwindowed  # half the layers read 128 of 8000 tokens
