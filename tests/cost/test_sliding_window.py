@@ -141,3 +141,9 @@ def test_gpt_oss_mxfp4_experts_and_windowed_attention_from_the_h100_grid():
     long = decode(64, 8000)
     windowed, unwindowed = cm.step_cost(long).parts["attention"], plain.step_cost(long).parts["attention"]
     assert 0.4 * unwindowed < windowed < 0.75 * unwindowed  # half the layers read 128 of 8000 tokens
+
+
+def test_gpt_oss_has_its_published_parameter_count():
+    from tests.cost.test_models import params
+    # model card: 116.8 B parameters (the attention and expert biases, 0.1%, are not counted)
+    assert params("gpt_oss_120b") / 1e9 == pytest.approx(116.8, rel=2e-3)
