@@ -36,6 +36,12 @@ DTYPES: dict[str, dict] = {
     "int8": {"weight_bytes": 1.0, "act_bytes": 1.0, "compute": "int8"},
     # W4A16, group size 128: 0.5 byte per weight plus a bf16 scale (and zero) per 128 weights; compute in bf16.
     "int4_wo": {"weight_bytes": 0.5 + 4.0 / 128, "act_bytes": 2.0, "compute": "bf16"},
+    # MXFP4 (OCP microscaling): e2m1 values, one 8-bit power-of-two scale per 32 weights (4.25 bits per weight).
+    # Compute format fp4: native on GPUs whose datasheet lists an FP4 peak (Blackwell); elsewhere the peak falls
+    # back to bf16 (`HardwareSpec.peak_for`): Hopper runs it weight-only, dequantising to bf16 in the kernel
+    # (W4A16). Activations are counted in bf16 (what enters the kernel on Hopper; on Blackwell the kernel
+    # quantises them itself).
+    "mxfp4": {"weight_bytes": 0.5 + 1.0 / 32, "act_bytes": 2.0, "compute": "fp4"},
 }
 
 

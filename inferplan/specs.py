@@ -93,6 +93,27 @@ def _int(path: Path, d: dict, key: str, default=None) -> int:
     return int(value)
 
 
+def _sliding_window(path: Path, att: dict, num_layers: int) -> dict:
+    """`attention.sliding_window: {tokens: W, layers: even | odd | all | [indices]}` as ModelSpec fields (none: {})."""
+    sw = att.get("sliding_window")
+    if sw is None:
+        return {}
+    field = "attention.sliding_window"
+    if not isinstance(sw, dict):
+        raise InputError(path, field, f"is not a mapping: {sw!r}", "give {tokens: 128, layers: even}")
+    tokens = _int(path, sw, "tokens")
+    layers = sw.get("layers", "all")
+    patterns = {"even": range(0, num_layers, 2), "odd": range(1, num_layers, 2), "all": range(num_layers)}
+    if isinstance(layers, str) and layers in patterns:
+        indices = tuple(patterns[layers])
+    elif isinstance(layers, list) and all(isinstance(i, int) and 0 <= i < num_layers for i in layers):
+        indices = tuple(sorted(set(layers)))
+    else:
+        raise InputError(path, f"{field}.layers", f"must be even, odd, all or a list of layer indices below "
+                         f"{num_layers}, got {layers!r}", "give e.g. layers: even")
+    return {"sliding_window_tokens": tokens, "sliding_window_layers": indices}
+
+
 def load_model(name_or_path: str) -> ModelSpec:
     path, d = _read_yaml("model", name_or_path)
     if path.suffix == ".json":
@@ -113,8 +134,10 @@ def load_model(name_or_path: str) -> ModelSpec:
                   intermediate_size=_int(path, ffn, "intermediate_size"), ffn_kind=str(ffn.get("kind", "gated")),
                   first_dense_layers=int(ffn.get("first_dense_layers", 0) or 0), moe=moe,
                   mtp_modules=int(d.get("mtp_modules", 0) or 0),
-                  max_context_tokens=int(d.get("max_context_tokens", 8192)), source=str(path))
+                  max_context_tokens=int(d.get("max_context_tokens", 8192)), source=str(path),
+                  attention_sinks=bool(att.get("sinks", False)))
     if att["kind"] == "gqa":
+        common.update(_sliding_window(path, att, int(common["num_layers"])))
         return ModelSpec(attention_kind="gqa", num_heads=_int(path, att, "num_heads"),
                          num_kv_heads=_int(path, att, "num_kv_heads"), head_dim=_int(path, att, "head_dim"), **common)
     nope, rope = _int(path, att, "qk_nope_head_dim"), _int(path, att, "qk_rope_head_dim")
@@ -125,7 +148,8 @@ def load_model(name_or_path: str) -> ModelSpec:
 
 
 def _model_from_hf_config(path: Path, c: dict) -> ModelSpec:
-    """A Hugging Face `config.json` (Llama/Mistral/Qwen2/Mixtral/DeepSeek-V3 families)."""
+    """A Hugging Face `config.json` (Llama/Mistral/Qwen2/Mixtral/DeepSeek-V3/gpt-oss families). A sliding window is
+    read where `layer_types` names the windowed layers (gpt-oss); gpt-oss carries attention sinks."""
     if "num_hidden_layers" not in c or "hidden_size" not in c:
         raise InputError(path, "num_hidden_layers", "not a transformer config.json", "give a Hugging Face config.json")
     heads = int(c["num_attention_heads"])
@@ -140,7 +164,12 @@ def _model_from_hf_config(path: Path, c: dict) -> ModelSpec:
                   intermediate_size=int(c["intermediate_size"]), ffn_kind="gated",
                   first_dense_layers=int(c.get("first_k_dense_replace", 0) or 0), moe=moe,
                   mtp_modules=int(c.get("num_nextn_predict_layers", 0) or 0),
-                  max_context_tokens=int(c.get("max_position_embeddings", 8192)), source=str(path))
+                  max_context_tokens=int(c.get("max_position_embeddings", 8192)), source=str(path),
+                  attention_sinks=c.get("model_type") == "gpt_oss")
+    layer_types = c.get("layer_types") or []
+    if c.get("sliding_window") and "sliding_attention" in layer_types:  # (gpt-oss: alternating windowed layers)
+        common.update(sliding_window_tokens=int(c["sliding_window"]),
+                      sliding_window_layers=tuple(i for i, t in enumerate(layer_types) if t == "sliding_attention"))
     if c.get("kv_lora_rank"):
         nope, rope = int(c["qk_nope_head_dim"]), int(c["qk_rope_head_dim"])
         return ModelSpec(attention_kind="mla", num_heads=heads, num_kv_heads=1, head_dim=nope + rope,

@@ -64,8 +64,19 @@ class ModelSpec:
     v_head_dim: int = 0
     mtp_modules: int = 0
     max_context_tokens: int = 8192
+    # Sliding-window attention: the layers (0-based indices) whose queries attend only the last
+    # `sliding_window_tokens` positions (themselves included); every other layer attends the whole context.
+    sliding_window_tokens: int = 0
+    sliding_window_layers: tuple[int, ...] = ()
+    # One learned logit per head added to every softmax's denominator (gpt-oss): no key, value or KV cache.
+    attention_sinks: bool = False
     source: str = ""
 
     @property
     def num_moe_layers(self) -> int:
         return 0 if self.moe is None else self.num_layers - self.first_dense_layers
+
+    @property
+    def sliding_layer_share(self) -> float:
+        """The share of layers whose attention is windowed (0 without a sliding window)."""
+        return len(self.sliding_window_layers) / self.num_layers if self.sliding_window_tokens else 0.0

@@ -15,7 +15,7 @@ from sim.validate.silicon.table import CSV_PATH, read_table
 
 SIMULATED = "qwen_qwen3_32b_qwen_qwen3_32b_h100_sxm_trtllm_agg_1024x128_c8_tp1_epnone_1"
 FP4 = "kimik2_5_b200_vllm_fp4_agg_1024x1024_c4_cfg636"  # NVFP4 Kimi-K2.5
-ARCHITECTURE = "2026_03_25_gpt_oss_120b_h200_sxm_vllm_fp4_agg_1024x8192_c4_tp4_0_ep1_0_186"
+ARCHITECTURE = "qwen3_5_b300_sglang_fp4_agg_1024x1024_c8_cfg736"  # hybrid linear attention (B300: edited to H200)
 
 
 def _subset(path, ids, edits=None):
@@ -38,14 +38,15 @@ def _subset(path, ids, edits=None):
 def test_cli_simulates_counts_unsupported_and_writes_outputs(tmp_path, capsys):
     # The FP4 row on an H100 (which the project has) and on a system it lacks, whatever conf/hardware holds.
     table = _subset(tmp_path / "t.csv", {SIMULATED, FP4, ARCHITECTURE},
-                    edits={SIMULATED: {"system": "x9000_sxm"}, FP4: {"system": "h100_sxm"}})
+                    edits={SIMULATED: {"system": "x9000_sxm"}, FP4: {"system": "h100_sxm"},
+                           ARCHITECTURE: {"system": "h200_sxm"}})
     out = tmp_path / "out"
     main([f"csv={table}", f"out={out}", "jobs=1"])
     text = capsys.readouterr().out
-    assert "(5 rows): 1 simulated, 0 failed, 4 not expressible" in text
+    assert "(6 rows): 1 simulated, 0 failed, 5 not expressible" in text
     assert "  hardware the project lacks (no conf/hardware spec)" in text
     assert "      1  unsupported architecture" in text
-    assert "  FP4 format (NVFP4/MXFP4" in text
+    assert "  FP4 format (NVFP4" in text
     assert "h100_sxm trtllm Qwen3-32B 1024x128" in text and "overall" in text and "5-32 clients" in text
     for name in ("rows.csv", "rows.parquet", "matrix.json", "report.txt", "matrix.html", "matrix.svg",
                  "matrix.vl.json"):
@@ -55,7 +56,7 @@ def test_cli_simulates_counts_unsupported_and_writes_outputs(tmp_path, capsys):
     # The B200 original counts under FP4, or under hardware where conf/hardware has no b200.
     by_reason = doc["counts"]["unsupported_by_reason"]
     assert by_reason["architecture"] == 1 and by_reason["hardware"] >= 1 and by_reason["fp4_format"] >= 1
-    assert by_reason["hardware"] + by_reason["fp4_format"] == 3
+    assert by_reason["hardware"] + by_reason["fp4_format"] == 4
     assert doc["overall"]["rows"] == 1 and doc["overall"]["ttft"]["rows"] == 1
     rec = next(r for r in csv.DictReader((out / "rows.csv").open()) if r["id"] == SIMULATED)
     assert rec["status"] == "simulated" and rec["preset"] == "trtllm_v1_serve" and rec["band"] == "5-32"

@@ -73,7 +73,7 @@ def test_plan_of_an_expressible_row():
     ({"mode": "disagg", "clients": None}, "disagg_no_workers"),
     ({"mode": "disagg", "clients": None, "disagg_workers": (2, 1)}, "disagg_no_concurrency"),
     ({"clients": None}, "no_concurrency"),
-    ({"model_path": "openai/gpt-oss-120b", "gemm_quant_mode": "nvfp4"}, "architecture"),
+    ({"model_path": "openai/gpt-oss-20b", "gemm_quant_mode": "nvfp4"}, "architecture"),
     ({"model_path": "Qwen/Qwen3.5-397B-A17B"}, "architecture"),
     ({"model_path": "example/Unknown-7B"}, "model"),
     ({"model_path": "nvidia/Qwen3-32B-NVFP4", "precision": "fp4", "gemm_quant_mode": "nvfp4"}, "fp4_format"),
@@ -85,9 +85,18 @@ def test_unsupported_rows_name_their_reason(change, reason):
 
 
 def test_fp4_on_an_unsupported_architecture_lists_both_reasons():
-    p = plan_row(dataclasses.replace(ROW, model_path="openai/gpt-oss-120b", precision="fp4", gemm_quant_mode="nvfp4",
-                                     moe_quant_mode="nvfp4"))
+    p = plan_row(dataclasses.replace(ROW, model_path="Qwen/Qwen3.5-397B-A17B", precision="fp4",
+                                     gemm_quant_mode="nvfp4", moe_quant_mode="nvfp4"))
     assert p.reason == "architecture" and "fp4_format" in p.also
+
+
+@pytest.mark.parametrize("label", ["nvfp4", "fp8"])
+def test_gpt_oss_rows_run_the_mxfp4_checkpoint_whatever_their_label(label):
+    p = plan_row(dataclasses.replace(ROW, model_path="openai/gpt-oss-120b", system="h200_sxm", precision="fp4",
+                                     gemm_quant_mode=label, moe_quant_mode=label, tp=4, moe_tp=4))
+    assert isinstance(p, RowPlan) and p.model == "gpt_oss_120b"
+    assert (p.weights_dtype, p.deployment) == ("bf16", {"weights": {"experts": "mxfp4"}})
+    assert any("MXFP4" in a for a in p.assumptions)
 
 
 def test_moe_rows_map_expert_parallelism_and_checkpoint_formats():

@@ -69,6 +69,13 @@ class LayerPricer:
         self.heads = m.num_heads / lay.tp
         self.gate = 2 if m.ffn_kind == "gated" else 1
         self.cache = cache  # the cost model's one step cache: a layer's context-free part is kept there by work
+        # Sliding-window layers attend at most `window` keys per query; a layer's attention is priced as the mean
+        # over the model's layers of full and windowed attention (`window_share` of them windowed), which sums
+        # to the exact total over a stage holding both kinds in the model's proportion. Attention sinks (one
+        # learned logit per head in the softmax's denominator) add one term per head and query to a sum over
+        # the keys: no op of their own, negligible next to the keys' products.
+        self.window = float(m.sliding_window_tokens)
+        self.window_share = m.sliding_layer_share
         e = m.moe
         if e is not None:
             self.base_imbalance = ex.base_imbalance(dep.experts, e.num_experts, lay.ep)
@@ -226,8 +233,29 @@ class LayerPricer:
                 self._note_mla("prefill")
                 t = self._prefill_attention(w, hi, hi, (m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim) // 2,
                                             2.0)
+            if self.window_share > 0.0:
+                full = t
+                t = (1.0 - self.window_share) * full + self.window_share * self._windowed_prefill(w, hi)
             self.cache.remember(kept, key, t)
         return t
+
+    def _windowed_prefill(self, w: Work, heads: int) -> float:
+        """Prefill attention of one sliding-window layer: each query attends at most `window` keys, so the
+        attended pairs are at most prefill tokens x window (exact when every query has `window` earlier
+        positions; a chunk starting at position 0 has window (window - 1) / 2 fewer), and the keys read at most
+        the new tokens + `window`. The grid prices these pairs as prompts of 2 window - 1 tokens (mean keys per
+        query = window), the measured attention at the windowed length."""
+        pairs = w.prefill_q_sq + w.prefill_q_ctx
+        cap = w.prefill_tokens * self.window
+        if pairs <= cap:
+            windowed = w
+        else:
+            windowed = work((w.tokens, w.prefill_tokens, 0.0, cap,
+                             min(w.prefill_kv_tokens, w.prefill_tokens + self.window), w.decode_seqs, w.queries,
+                             w.moe_tokens))
+        m = self.m
+        return self._prefill_attention(windowed, heads, int(round(max(1.0, m.num_kv_heads / self.lay.tp))),
+                                       m.head_dim, self.kv_bytes)
 
     def _prefill_attention(self, w: Work, heads: int, kv_heads: int, dim: int, kv_bytes: float) -> float:
         s = self.dep.sparse_attention
@@ -262,15 +290,28 @@ class LayerPricer:
             ctx = np.minimum(ctx, cap) if isinstance(ctx, np.ndarray) else min(ctx, cap)
         if m.attention_kind == "gqa":
             kv = int(round(max(1.0, m.num_kv_heads / self.lay.tp)))
-            if self.gqa_grid:
-                return t + self.pricer.gqa_decode_s(self.kv_op_dtype, seqs, ctx, heads, kv, m.head_dim)
-            return t + self.pricer.time_s_array("attn_decode", self.kv_op_dtype, *ops.attn_decode_work(
-                seqs, ctx, heads, kv, m.head_dim, self.kv_bytes))
+            full = self._gqa_decode(seqs, ctx, heads, kv)
+            if self.window_share <= 0.0:
+                return t + full
+            # a sliding-window layer reads at most `window` cached tokens per sequence (exact when every
+            # sequence holds at least `window`; otherwise a bound on the context sum)
+            cap = seqs * self.window
+            windowed_ctx = np.minimum(ctx, cap) if isinstance(ctx, np.ndarray) else min(ctx, cap)
+            return t + ((1.0 - self.window_share) * full
+                        + self.window_share * self._gqa_decode(seqs, windowed_ctx, heads, kv))
         self._note_mla("decode")
         if self.pricer.grid is not None and not self._mla_reason:
             return t + self.pricer.mla_decode_s(self.kv_op_dtype, seqs, ctx, heads)
         return t + self.pricer.time_s_array("attn_mla_decode", self.kv_op_dtype, *ops.attn_mla_decode_work(
             seqs, ctx, heads, m.kv_lora_rank, m.qk_rope_head_dim, self.kv_bytes))
+
+    def _gqa_decode(self, seqs: float, ctx, heads: int, kv: int):
+        """GQA decode attention of `seqs` sequences holding `ctx` cached tokens in all (a float or an array)."""
+        m = self.m
+        if self.gqa_grid:
+            return self.pricer.gqa_decode_s(self.kv_op_dtype, seqs, ctx, heads, kv, m.head_dim)
+        return self.pricer.time_s_array("attn_decode", self.kv_op_dtype, *ops.attn_decode_work(
+            seqs, ctx, heads, kv, m.head_dim, self.kv_bytes))
 
     # -- feed-forward -----------------------------------------------------------------------------------------
     def dense_ffn(self, T: float) -> float:

@@ -7,6 +7,12 @@ DP rank = the smallest, over stages, of free / (KV bytes per token on that devic
 lives on every stage, on the tp devices of one DP rank). The instance holds `dp` ranks' blocks; the simulator's
 block manager treats them as one pool (an approximation: fragmentation across ranks is ignored). All totals in
 `MemoryPlan` are per instance (all its devices); `per_device` gives the per-stage view.
+
+Sliding-window layers keep at most `window` tokens of KV per sequence (the engines free the blocks that slide out),
+so a token's KV grows only the full-attention layers' caches: the per-token bytes count those layers alone, and
+the windowed layers' KV is a per-sequence constant (window + one block of tokens), held for `window_kv_seqs`
+sequences out of the free memory before the blocks are counted (0: not reserved, an undercount of window / length
+of the KV of those layers per sequence).
 """
 from __future__ import annotations
 
@@ -76,22 +82,34 @@ def activation_reserve_bytes(m: ModelSpec, lay: Layout, token_budget: int) -> fl
     return tokens * (4 * m.hidden_size + 2 * inter / lay.tp + (m.num_heads * m.head_dim * 3) / lay.tp) * 2.0
 
 
+def sliding_layers_in(m: ModelSpec, start: int, count: int) -> int:
+    """How many of layers start .. start + count - 1 attend through a sliding window (0 without one)."""
+    if not m.sliding_window_tokens:
+        return 0
+    return sum(1 for i in m.sliding_window_layers if start <= i < start + count)
+
+
 def _gb(x: float) -> str:
     return f"{x / 1e9:.1f} GB"
 
 
 def plan_memory(m: ModelSpec, hw: HardwareSpec, dep: Deployment, lay: Layout, *, kv_dtype: str,
                 block_size_tokens: int, gpu_memory_utilization: float, token_budget: int,
-                fixed_reserve_bytes: float, kv_free_fraction: float = 1.0) -> MemoryPlan:
+                fixed_reserve_bytes: float, kv_free_fraction: float = 1.0, window_kv_seqs: int = 0) -> MemoryPlan:
     """The instance's memory plan. `kv_free_fraction` < 1: the KV cache takes that share of what weights and
-    activations leave of the usable memory (TensorRT-LLM `free_gpu_memory_fraction`), not all of it."""
+    activations leave of the usable memory (TensorRT-LLM `free_gpu_memory_fraction`), not all of it.
+    `window_kv_seqs`: the sequences whose sliding-window layers' KV is held as a constant (module doc)."""
     usable = hw.memory_bytes * gpu_memory_utilization
     reserve = activation_reserve_bytes(m, lay, token_budget) + fixed_reserve_bytes
     per_layer_kv = kv_layer_bytes(m, dep, kv_dtype, lay.tp)
-    devices, blocks_per_rank, problem = [], None, ""
+    window_tokens = (m.sliding_window_tokens + block_size_tokens) * window_kv_seqs / lay.dp
+    devices, blocks_per_rank, problem, start = [], None, "", 0
     for i, st in enumerate(lay.stages):
         dense, moe = stage_layers(m, dep, st)
-        d = DeviceMemory(i, usable, device_weight_bytes(m, dep, lay, st), reserve, (dense + moe) * per_layer_kv,
+        windowed = sliding_layers_in(m, start, st.dense_layers + st.moe_layers)
+        start += st.dense_layers + st.moe_layers
+        d = DeviceMemory(i, usable, device_weight_bytes(m, dep, lay, st), reserve + windowed * per_layer_kv
+                         * window_tokens, (dense + moe - windowed) * per_layer_kv,
                          device_host_weight_bytes(m, dep, lay, st))
         devices.append(d)
         free = d.free_bytes if kv_free_fraction == 1.0 else d.free_bytes * kv_free_fraction
@@ -108,7 +126,8 @@ def plan_memory(m: ModelSpec, hw: HardwareSpec, dep: Deployment, lay: Layout, *,
     per_stage_devices = lay.stage_devices
     kv_tok = lay.tp * sum((d.kv_bytes_per_token for d in devices), 0.0)
     num_blocks = 0 if problem else lay.dp * int(blocks_per_rank or 0)
-    wire_layers = sum(sum(stage_layers(m, dep, st)) for st in lay.stages)
+    # (a hand-off moves the full layers' KV per token; the windowed layers' last window is not counted)
+    wire_layers = sum(sum(stage_layers(m, dep, st)) for st in lay.stages) - sliding_layers_in(m, 0, m.num_layers)
     return MemoryPlan(
         device_bytes=lay.devices * hw.memory_bytes, usable_bytes=lay.devices * usable,
         weight_bytes=per_stage_devices * sum((sum(d.weight_bytes.values(), 0.0) for d in devices), 0.0),

@@ -11,11 +11,10 @@ from sim.validate.deployment import model_for_id, normalize_model_id
 FORMAT_SUFFIXES = ("-nvfp4", "-mxfp4", "-fp4", "-fp8", "-fp8-dynamic", "-int4")
 
 # Normalized model id -> why its architecture is beyond the simulator (the model layer has GQA and MLA, dense and
-# MoE FFNs; no sliding windows, attention sinks or linear-attention layers).
+# MoE FFNs, sliding-window layers and attention sinks; no linear-attention layers). gpt-oss-20b: the architecture
+# of gpt-oss-120b, but no conf/model yaml for it yet (its config.json is not among the facts read).
 UNSUPPORTED_ARCHITECTURES = {
-    "gpt-oss-120b": "sliding-window attention (128 tokens on 18 of 36 layers) and attention sinks "
-                    "(openai/gpt-oss-120b config.json layer_types; vLLM gpt_oss.py)",
-    "gpt-oss-20b": "sliding-window attention and attention sinks (openai/gpt-oss-20b config.json layer_types)",
+    "gpt-oss-20b": "no conf/model for it (gpt-oss-120b's architecture, smaller; its config.json was not read)",
     "qwen3.5-397b-a17b": "hybrid linear attention: 45 of 60 layers are Gated DeltaNet with a fixed-size state "
                          "(Qwen/Qwen3.5-397B-A17B config.json layer_types)",
 }
@@ -40,6 +39,18 @@ CHECKPOINT_BF16_GROUPS = {
     "kimi_k2_5": ("int4_wo", ("attention", "ffn", "shared_experts"),
                   "Kimi-K2.5 INT4 checkpoint: routed experts INT4 (group 32); attention, shared experts and the dense "
                   "MLP in bf16 (config.json quantization_config.ignore)"),
+}
+
+
+# conf/model name -> (weight format of every group, the experts' format, why): a checkpoint that ships in one
+# format whatever the row's precision column says. gpt-oss is published only as MXFP4 experts with the rest in
+# bf16; the rows' labels (nvfp4, fp8) name what the benchmark requested, not a checkpoint: Hopper has no FP4
+# units, so the engines load the MXFP4 experts and run them weight-only (vLLM's Marlin/Triton MXFP4 MoE,
+# TensorRT-LLM's W4A16 MXFP4 MoE: the `w4a16_mxfp4` tables).
+CHECKPOINT_WEIGHTS = {
+    "gpt_oss_120b": ("bf16", "mxfp4", "gpt-oss-120b checkpoint: routed experts MXFP4, attention, router, embedding "
+                     "and lm_head bf16 (config.json quantization_config.quant_method mxfp4, modules_to_not_convert); "
+                     "the row's precision label is not a checkpoint of this model"),
 }
 
 

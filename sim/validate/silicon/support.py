@@ -4,7 +4,8 @@ parallelism, engine preset, assumptions) or an `Unsupported` with the reason it 
 Checks, in order (a row is counted under the first that fails; `Unsupported.also` lists the rest):
 hardware (a `conf/hardware` spec), mode (`disagg` needs worker counts and a client concurrency, and the matrix does
 not build prefill/decode pools yet), client concurrency, architecture (`models.UNSUPPORTED_ARCHITECTURES`), model
-(a `conf/model` yaml with the row's `hf_id`), format (FP4 formats have no `calibrate.ops.DTYPES` entry),
+(a `conf/model` yaml with the row's `hf_id`), format (NVFP4 has no `calibrate.ops.DTYPES` entry; a model with one
+published checkpoint, `models.CHECKPOINT_WEIGHTS`, runs in its formats whatever the row's label),
 parallelism (expert parallelism is 1 or every device of the instance), engine (a `conf/engine` preset).
 """
 from __future__ import annotations
@@ -27,9 +28,9 @@ REASONS = {
     "disagg_no_concurrency": "disaggregated without a client concurrency",
     "disagg": "disaggregated (the matrix builds unified pools only)",
     "no_concurrency": "no client concurrency (batch_size empty)",
-    "architecture": "unsupported architecture (sliding window, attention sinks, hybrid linear attention)",
+    "architecture": "unsupported architecture (hybrid linear attention; a model the project lacks)",
     "model": "model the project lacks (no conf/model yaml with its hf_id)",
-    "fp4_format": "FP4 format (NVFP4/MXFP4: no such weight format in the cost model)",
+    "fp4_format": "FP4 format (NVFP4: no such weight format in the cost model)",
     "format": "weight format the cost model lacks",
     "parallelism": "parallelism the deployment cannot express (MoE TP x EP mix)",
     "engine": "engine without a conf/engine preset",
@@ -153,8 +154,13 @@ def plan_row(row: SiliconRow) -> RowPlan | Unsupported:
         gemm_mode = "bf16"
         notes.append("precision not recorded: the checkpoint's bf16")
     moe = model is not None and _is_moe(model)
-    weights, why = _format(gemm_mode)
-    experts, why_moe = _format(row.moe_quant_mode or gemm_mode) if moe else (weights, why)
+    if model in models.CHECKPOINT_WEIGHTS:  # (one checkpoint whatever the row's precision label)
+        weights, experts, why_ckpt = models.CHECKPOINT_WEIGHTS[model]
+        why = why_moe = ""
+        notes.append(why_ckpt)
+    else:
+        weights, why = _format(gemm_mode)
+        experts, why_moe = _format(row.moe_quant_mode or gemm_mode) if moe else (weights, why)
     for w, key, mode in ((weights, why, gemm_mode), (experts, why_moe, row.moe_quant_mode)):
         if w is None and key not in {k for k, _ in reasons}:
             reasons.append((key, f"{mode!r}"))
