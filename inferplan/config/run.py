@@ -193,6 +193,13 @@ class PoolSetup:
     scheduler: SchedulerSettings = SchedulerSettings("")  # the scheduler's settings and their sources
     profile_choice: str = ""     # why `profile` prices this pool (sim.core.cost.factory.choose_profile)
 
+    @property
+    def max_running_seqs(self) -> int:
+        """The most sequences the pool's scheduler runs at once (`max_num_seqs`, 0 where its policy has no such
+        cap): what a sliding-window model's per-sequence window KV is reserved for."""
+        s = self.scheduler.setting("max_num_seqs")
+        return int(s.value) if s is not None and isinstance(s.value, (int, float)) and s.value > 0 else 0
+
 
 @dataclass(frozen=True)
 class FleetSetup:
