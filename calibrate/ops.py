@@ -42,6 +42,10 @@ DTYPES: dict[str, dict] = {
     # (W4A16). Activations are counted in bf16 (what enters the kernel on Hopper; on Blackwell the kernel
     # quantises them itself).
     "mxfp4": {"weight_bytes": 0.5 + 1.0 / 32, "act_bytes": 2.0, "compute": "fp4"},
+    # NVFP4: e2m1 values with one FP8 (E4M3) scale per 16 (4.5 bits per value), weights and activations (W4A4: the
+    # GEMM and MoE kernels quantise activations to NVFP4 on the fly) at the FP4 peak. Blackwell only: Hopper has no
+    # NVFP4 kernel (the peak would fall back to bf16's; the measured grids have no NVFP4 table there).
+    "nvfp4": {"weight_bytes": 0.5 + 1.0 / 16, "act_bytes": 0.5 + 1.0 / 16, "compute": "fp4"},
 }
 
 

@@ -18,16 +18,16 @@ HARDWARE: dict[str, str] = {
 SYSTEMS: dict[str, str] = {ours: theirs for theirs, ours in HARDWARE.items()}
 ENGINES: tuple[str, ...] = ("vllm", "sglang", "trtllm")
 
-# GEMM formats: `sq` is TensorRT-LLM's SmoothQuant W8A8 (our int8: per-channel / per-token scales). Not imported:
-# int8_wo (weight-only int8: no format of ours), nvfp4 (measured on Blackwell only, and no NVFP4 format of ours:
-# the Hopper rows that name it run the MXFP4 checkpoint of gpt-oss, `mxfp4`).
+# GEMM formats: `sq` is TensorRT-LLM's SmoothQuant W8A8 (our int8: per-channel / per-token scales); nvfp4 is
+# measured on Blackwell only (the Hopper silicon rows that name it run gpt-oss's MXFP4 checkpoint, `mxfp4`). Not
+# imported: int8_wo (weight-only int8: no format of ours).
 GEMM_DTYPES: dict[str, str] = {"bfloat16": "bf16", "float16": "fp16", "fp8": "fp8", "fp8_block": "fp8_block",
-                               "int4_wo": "int4_wo", "sq": "int8"}
+                               "int4_wo": "int4_wo", "sq": "int8", "nvfp4": "nvfp4"}
 # MoE formats: `w4a16_mxfp4` is the MXFP4 expert kernel run weight-only (bf16 activations) on Hopper (our mxfp4:
-# its compute falls back to bf16 there). Not imported: the FP4 MoE formats measured only on Blackwell with FP4
-# activations (nvfp4, w4a8_mxfp4_mxfp8: no format of ours).
+# its compute falls back to bf16 there); nvfp4 (W4A4, Blackwell). Not imported: w4a8_mxfp4_mxfp8 (MXFP4 weights
+# with MXFP8 activations: no format of ours).
 MOE_DTYPES: dict[str, str] = {"bfloat16": "bf16", "float16": "fp16", "fp8": "fp8", "fp8_block": "fp8_block",
-                              "int4_wo": "int4_wo", "w4a16_mxfp4": "mxfp4"}
+                              "int4_wo": "int4_wo", "w4a16_mxfp4": "mxfp4", "nvfp4": "nvfp4"}
 # Attention: `attn_dtype` is the math (Q, softmax, PV) format, `kv_cache_dtype` the cache's.
 ATTN_DTYPES: dict[str, str] = {"bfloat16": "bf16", "float16": "fp16", "fp8": "fp8"}
 # Collectives: `message_size` counts elements of this format (checked against bandwidth: docs/cost-model.md).

@@ -65,7 +65,7 @@ def write_db(root: Path) -> Path:
     (root / "LICENSE").write_text("Apache License, Version 2.0 (test copy)\n")
     for version, scale in (("0.19.0", 1.1), ("0.24.0", 1.0)):
         gemm = [{"gemm_dtype": dt, "m": m, "n": n, "k": k, "latency": _gemm_ms(m, n, k, w) * scale}
-                for dt, w in (("bfloat16", 2.0), ("fp8", 1.0), ("nvfp4", 0.5)) for m in M for n in NK for k in NK]
+                for dt, w in (("bfloat16", 2.0), ("fp8", 1.0), ("int8_wo", 1.0)) for m in M for n in NK for k in NK]
         _write(data / "gemm" / "vllm" / version, "gemm_perf", _rows("VLLM", version, "gemm", "torch.linear", gemm),
                "vllm", version)
     (data / "gemm" / "vllm" / "0.22.0").mkdir(parents=True)
@@ -127,10 +127,10 @@ def test_conversion_names_units_and_provenance(db_root):
     assert prov["engine"]["framework"] == "vllm" and "most importable rows" in prov["engine"]["choice"]
     fam = cols["family"]
     gemm = fam == "gemm"
-    assert set(cols["dtype"][gemm]) == {"bf16", "fp8"}  # nvfp4 has no name of ours: left out, counted
+    assert set(cols["dtype"][gemm]) == {"bf16", "fp8"}  # int8_wo has no name of ours: left out, counted
     g = prov["families"]["gemm"]
     assert g["version"] == "0.24.0" and g["measured_versions"] == {"0.24.0": int(gemm.sum())}
-    assert g["skipped"] == {"format nvfp4": len(M) * len(NK) ** 2} and g["kernels"]["bf16"] == {"torch.linear": 300}
+    assert g["skipped"] == {"format int8_wo": len(M) * len(NK) ** 2} and g["kernels"]["bf16"] == {"torch.linear": 300}
     assert g["files"] == ["data/h100_sxm/gemm/vllm/0.24.0/gemm_perf.parquet"]
     assert g["collection"] == {"framework": "vllm", "version": "0.24.0"} and g["device"] == [DEVICE]
     i = np.flatnonzero(gemm & (cols["m"] == 64) & (cols["n"] == 256) & (cols["k"] == 512) & (cols["dtype"] == "fp8"))[0]
@@ -290,10 +290,10 @@ def test_old_and_bad_profiles(tmp_path, profile_path):
     assert p.grid is None and p.curve("gemm", "bf16").efficiency == (0.5,)
     shipped_cpu = load_profile(Path(__file__).resolve().parents[2] / "calibrate/profiles/cpu_local.parquet")
     assert shipped_cpu.curves and shipped_cpu.grid is None
-    cols = {"family": ["gemm"], "op": ["gemm"], "dtype": ["nvfp4"], "m": [1.0], "n": [8.0], "k": [8.0],
+    cols = {"family": ["gemm"], "op": ["gemm"], "dtype": ["fp6"], "m": [1.0], "n": [8.0], "k": [8.0],
             "latency_s": [1e-5]}
     bad = write_grid_profile(tmp_path / "bad.parquet", cols, {**meta, "peaks": {**meta["peaks"], "link_bytes_per_s": 1e9}})
-    with pytest.raises(InputError, match="dtype: unknown dtype 'nvfp4'"):
+    with pytest.raises(InputError, match="dtype: unknown dtype 'fp6'"):
         load_profile(bad)
     cols["dtype"], cols["k"] = ["bf16"], [float("nan")]
     bad = write_grid_profile(tmp_path / "bad.parquet", cols, {**meta, "peaks": {**meta["peaks"], "link_bytes_per_s": 1e9}})

@@ -93,6 +93,28 @@ def test_a_b200_pool_runs_on_the_vllm_grid(tmp_path):
     assert "no mla_prefill or mla_decode measurements" in d["fallback"]["attn_mla_decode/bf16"]
 
 
+def test_nvfp4_on_blackwell_is_priced_from_its_measured_tables():
+    """NVFP4 weights (W4A4) on B200: GEMMs and MoE from the grid's nvfp4 tables, faster than FP8 at the same step;
+    the analytical form computes at the FP4 peak with 4.5-bit weights."""
+    from sim.core.cost.base import BatchShape
+    nv = _pricing("llama3_70b", "b200", 4, weights_dtype="nvfp4")
+    fp8 = _pricing("llama3_70b", "b200", 4, weights_dtype="fp8")
+    d = nv.cost.describe()
+    assert d["kind"] == "measured" and "gemm/nvfp4" in d["measured_ops"]
+    assert nv.memory.weight_bytes < 0.6 * fp8.memory.weight_bytes
+    shape = BatchShape(prefill_seqs=4, prefill_tokens=8192, prefill_q_ctx_sum=0, prefill_q_sq_sum=4 * 2048 * 2049 // 2,
+                       prefill_kv_tokens=8192, sampled_seqs=4)
+    t_nv, t_fp8 = (p.cost.step_cost(shape, 0.0, 0.0, 0, False).parts["dense_gemm"] for p in (nv, fp8))
+    assert 0 < t_nv < t_fp8
+    moe = _pricing("mixtral_8x7b", "b200", 4, weights_dtype="nvfp4").cost.describe()
+    assert "moe_gemm/nvfp4" in moe["measured_ops"]
+    ana = pool_pricing(load_model("llama3_70b"), load_hardware("b200"),
+                       PoolConfig(hardware="b200", model="llama3_70b", tp=4, weights_dtype="nvfp4"),
+                       CostConfig(profile="analytical", efficiency=ROOFLINE["efficiency"], launch_s=ROOFLINE["launch_s"]),
+                       token_budget=8192, where="t")
+    assert ana.cost.describe()["kind"] == "analytical"
+
+
 def test_hardware_without_a_grid_stays_analytical(tmp_path):
     assert resolve_profile("measured", load_hardware("h800")) is None
     s = _run(tmp_path, "h800", "scenario.pools.main.hardware=h800")

@@ -46,7 +46,7 @@ def test_cli_simulates_counts_unsupported_and_writes_outputs(tmp_path, capsys):
     assert "(6 rows): 1 simulated, 0 failed, 5 not expressible" in text
     assert "  hardware the project lacks (no conf/hardware spec)" in text
     assert "      1  unsupported architecture" in text
-    assert "  FP4 format (NVFP4" in text
+    assert "  FP4 format (the matrix does not express FP4 rows yet" in text
     assert "h100_sxm trtllm Qwen3-32B 1024x128" in text and "overall" in text and "5-32 clients" in text
     for name in ("rows.csv", "rows.parquet", "matrix.json", "report.txt", "matrix.html", "matrix.svg",
                  "matrix.vl.json"):

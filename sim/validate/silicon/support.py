@@ -4,7 +4,7 @@ parallelism, engine preset, assumptions) or an `Unsupported` with the reason it 
 Checks, in order (a row is counted under the first that fails; `Unsupported.also` lists the rest):
 hardware (a `conf/hardware` spec), mode (`disagg` needs worker counts and a client concurrency, and the matrix does
 not build prefill/decode pools yet), client concurrency, architecture (`models.UNSUPPORTED_ARCHITECTURES`), model
-(a `conf/model` yaml with the row's `hf_id`), format (NVFP4 has no `calibrate.ops.DTYPES` entry; a model with one
+(a `conf/model` yaml with the row's `hf_id`), format (FP4 rows are not expressed yet; a model with one
 published checkpoint, `models.CHECKPOINT_WEIGHTS`, runs in its formats whatever the row's label),
 parallelism (expert parallelism is 1 or every device of the instance), engine (a `conf/engine` preset).
 """
@@ -30,7 +30,7 @@ REASONS = {
     "no_concurrency": "no client concurrency (batch_size empty)",
     "architecture": "unsupported architecture (hybrid linear attention; a model the project lacks)",
     "model": "model the project lacks (no conf/model yaml with its hf_id)",
-    "fp4_format": "FP4 format (NVFP4: no such weight format in the cost model)",
+    "fp4_format": "FP4 format (the matrix does not express FP4 rows yet; the cost model prices NVFP4 on Blackwell)",
     "format": "weight format the cost model lacks",
     "parallelism": "parallelism the deployment cannot express (MoE TP x EP mix)",
     "engine": "engine without a conf/engine preset",
