@@ -62,7 +62,9 @@ def test_plan_of_an_expressible_row():
     p = plan_row(ROW)
     assert isinstance(p, RowPlan)
     assert (p.hardware, p.model, p.engine, p.tp, p.weights_dtype, p.deployment) == \
-        ("h100_sxm", "qwen3_32b", "vllm_v1_serve", 2, "fp8", {})
+        ("h100_sxm", "qwen3_32b", "vllm_v1_async_serve", 2, "fp8", {})  # (0.18: async scheduling on by default)
+    assert plan_row(dataclasses.replace(ROW, engine_version="0.12.0")).engine == "vllm_v1_serve"
+    assert plan_row(dataclasses.replace(ROW, engine_version="0.14.0")).engine == "vllm_v1_async_serve"
     h200 = plan_row(dataclasses.replace(ROW, system="h200_sxm", precision="", gemm_quant_mode="", moe_quant_mode=""))
     assert h200.hardware == "h200" and h200.weights_dtype == "bf16"
     assert any("bf16" in a for a in h200.assumptions)

@@ -26,6 +26,7 @@ PRESET_ENGINES: dict[str, tuple[str, str]] = {
     # The serving-run presets (vLLM 0.11+, SGLang 0.5.x, TensorRT-LLM 1.x): the nearest version whose accepted
     # flags accepted.py holds; the launch file names the version it was checked against.
     "vllm_v1_serve": ("vllm", "0.8.5"),
+    "vllm_v1_async_serve": ("vllm", "0.8.5"),
     "sglang_v05_serve": ("sglang", "0.4.0"),
     "trtllm_v1_serve": ("trtllm", "1.3.0rc27"),
 }

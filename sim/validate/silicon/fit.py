@@ -203,7 +203,9 @@ def scale_search(doc: dict, systems: tuple[str, ...], per_model: int, jobs: int,
         f["scale_search"] = {"rows_per_model": per_model, "candidates": results[e], "chosen": best["scale"]}
 
 
-PRESETS = {"vllm": "vllm_v1_serve", "sglang": "sglang_v05_serve", "trtllm": "trtllm_v1_serve"}
+# engine -> its serving presets (one fit per engine: every preset of the engine gets the same values)
+PRESETS = {"vllm": ("vllm_v1_serve", "vllm_v1_async_serve"), "sglang": ("sglang_v05_serve",),
+           "trtllm": ("trtllm_v1_serve",)}
 MARK = "# Front-end time (sim/core/instance/frontend.py)"
 
 
@@ -239,11 +241,12 @@ def write_presets(doc: dict, command: str) -> list[Path]:
 
     written = []
     for engine, fit in doc["engines"].items():
-        path = ENGINE_DIR / f"{PRESETS[engine]}.yaml"
-        text = path.read_text()
-        head = text[:text.index(MARK)] if MARK in text else text
-        path.write_text(head + preset_block(engine, fit, command))
-        written.append(path)
+        for preset in PRESETS[engine]:
+            path = ENGINE_DIR / f"{preset}.yaml"
+            text = path.read_text()
+            head = text[:text.index(MARK)] if MARK in text else text
+            path.write_text(head + preset_block(engine, fit, command))
+            written.append(path)
     return written
 
 

@@ -83,23 +83,27 @@ def _format(mode: str) -> tuple[str | None, str]:
 
 # The serving presets of the versions in the data (conf/engine/*_serve.yaml: the base preset's scheduler keys plus
 # the fitted front-end time, fit.py), by the base preset and the least version they serve.
-SERVE_PRESETS = {"vllm_v1": ((0, 11), "vllm_v1_serve"), "sglang_v04": ((0, 5), "sglang_v05_serve"),
-                 "trtllm": ((1, 0), "trtllm_v1_serve")}
+# vLLM from 0.14.0 schedules asynchronously by default (vllm_v1_async_serve).
+SERVE_PRESETS: dict[str, tuple[tuple[tuple[int, int], str], ...]] = {
+    "vllm_v1": (((0, 11), "vllm_v1_serve"), ((0, 14), "vllm_v1_async_serve")),
+    "sglang_v04": (((0, 5), "sglang_v05_serve"),), "trtllm": (((1, 0), "trtllm_v1_serve"),)}
+NEWEST_SERVE = {"vllm": "vllm_v1_async_serve", "sglang": "sglang_v05_serve"}
 
 
 def _serve_preset(base: str, version: str) -> str:
-    """`base`, or its serving preset when the row's version is at least the one that preset serves."""
-    if base not in SERVE_PRESETS:
-        return base
-    least, serve = SERVE_PRESETS[base]
+    """`base`, or the serving preset of the newest least version the row's version reaches."""
     major = tuple(int(x) for x in re.findall(r"\d+", version)[:2])
-    return serve if major >= least else base
+    chosen = base
+    for least, serve in SERVE_PRESETS.get(base, ()):
+        if major >= least:
+            chosen = serve
+    return chosen
 
 
 def _version_preset(row: SiliconRow, notes: list[str]) -> str | None:
     version = row.engine_version
     if row.engine in ("vllm", "sglang") and not re.match(r"^\d+\.\d+", version):
-        preset = {"vllm": "vllm_v1_serve", "sglang": "sglang_v05_serve"}[row.engine]
+        preset = NEWEST_SERVE[row.engine]
         notes.append(f"engine version {version or 'not recorded'!r}: the newest {row.engine} preset, {preset}")
         return preset
     try:
