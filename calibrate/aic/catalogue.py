@@ -21,10 +21,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from packaging.version import InvalidVersion, Version
 
-from calibrate.aic.names import ENGINES
+from calibrate.aic.names import ENGINE_NAMES, ENGINES
 from calibrate.profile import METADATA_KEY
-
-ENGINE_NAMES = {"trtllm": "TensorRT-LLM", "vllm": "vLLM", "sglang": "SGLang"}
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ HARDWARE: dict[str, str] = {
 }
 SYSTEMS: dict[str, str] = {ours: theirs for theirs, ours in HARDWARE.items()}
 ENGINES: tuple[str, ...] = ("vllm", "sglang", "trtllm")
+ENGINE_NAMES: dict[str, str] = {"trtllm": "TensorRT-LLM", "vllm": "vLLM", "sglang": "SGLang"}  # as a report says them
 
 # GEMM formats: `sq` is TensorRT-LLM's SmoothQuant W8A8 (our int8: per-channel / per-token scales); nvfp4 is
 # measured on Blackwell only (the Hopper silicon rows that name it run gpt-oss's MXFP4 checkpoint, `mxfp4`). Not

@@ -40,6 +40,7 @@ import numpy as np
 from calibrate import ops
 from calibrate.aic.grid_model import decode_shape, prefill_shape
 from calibrate.aic.lookup import grid_lookup
+from calibrate.aic.names import ENGINE_NAMES
 from calibrate.ops import check_dtype
 from calibrate.profile import EfficiencyCurve, Profile
 from inferplan.specs import HardwareSpec
@@ -374,8 +375,6 @@ def _one_knot_s(curve: EfficiencyCurve, peak: float, bw: float, scale: float, fl
     roof = max(flops / peak, bytes_ / bw) / scale
     return curve.launch_s + roof / curve.efficiency[0] if roof > 0.0 else curve.launch_s
 
-
-ENGINE_NAMES = {"trtllm": "TensorRT-LLM", "vllm": "vLLM", "sglang": "SGLang"}
 
 
 def grid_source(meta: dict, hardware: str) -> dict:

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from calibrate.aic.catalogue import engine_of
 from inferplan.config.yaml_files import read_yaml_mapping
 from inferplan.errors import InputError, exit_on_input_error
 from inferplan.specs import CONF_DIR
@@ -70,10 +71,7 @@ def model_family(model: str) -> str:
 def engine_of_preset(preset: str) -> str:
     """The engine of a `conf/engine` preset name: vllm_v1_serve -> vllm, sglang_v04 -> sglang, trtllm -> trtllm;
     any other preset (generic) is its own name."""
-    for engine in ("vllm", "sglang", "trtllm"):
-        if preset.startswith(engine):
-            return engine
-    return preset
+    return engine_of(preset) or preset
 
 
 def key(engine: str, hw_class: str, family: str) -> str:
