@@ -93,6 +93,16 @@ def _int(path: Path, d: dict, key: str, default=None) -> int:
     return int(value)
 
 
+def _qk_norm(path: Path, att: dict) -> bool:
+    """`attention.qk_norm`: `per_head` (Qwen3, Llama-4: within each head, no communication), `across_heads` (over a
+    layer's whole query and key vectors: MiniMax-M2's `qk_norm_type: per_layer`) or absent."""
+    norm = att.get("qk_norm")
+    if norm not in (None, "per_head", "across_heads"):
+        raise InputError(path, "attention.qk_norm", f"must be per_head or across_heads, got {norm!r}",
+                         "set attention.qk_norm: across_heads for a norm over all heads of a layer, or remove it")
+    return norm == "across_heads"
+
+
 def _sliding_window(path: Path, att: dict, num_layers: int) -> dict:
     """`attention.sliding_window: {tokens: W, layers: even | odd | all | [indices]}` as ModelSpec fields (none: {})."""
     sw = att.get("sliding_window")
@@ -135,7 +145,8 @@ def load_model(name_or_path: str) -> ModelSpec:
                   first_dense_layers=int(ffn.get("first_dense_layers", 0) or 0), moe=moe,
                   mtp_modules=int(d.get("mtp_modules", 0) or 0),
                   max_context_tokens=int(d.get("max_context_tokens", 8192)), source=str(path),
-                  attention_sinks=bool(att.get("sinks", False)))
+                  attention_sinks=bool(att.get("sinks", False)),
+                  qk_norm_across_heads=_qk_norm(path, att))
     if att["kind"] == "gqa":
         common.update(_sliding_window(path, att, int(common["num_layers"])))
         return ModelSpec(attention_kind="gqa", num_heads=_int(path, att, "num_heads"),
@@ -165,7 +176,8 @@ def _model_from_hf_config(path: Path, c: dict) -> ModelSpec:
                   first_dense_layers=int(c.get("first_k_dense_replace", 0) or 0), moe=moe,
                   mtp_modules=int(c.get("num_nextn_predict_layers", 0) or 0),
                   max_context_tokens=int(c.get("max_position_embeddings", 8192)), source=str(path),
-                  attention_sinks=c.get("model_type") == "gpt_oss")
+                  attention_sinks=c.get("model_type") == "gpt_oss",
+                  qk_norm_across_heads=bool(c.get("use_qk_norm")) and c.get("qk_norm_type") == "per_layer")
     layer_types = c.get("layer_types") or []
     if c.get("sliding_window") and "sliding_attention" in layer_types:  # (gpt-oss: alternating windowed layers)
         common.update(sliding_window_tokens=int(c["sliding_window"]),

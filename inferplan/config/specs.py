@@ -70,6 +70,9 @@ class ModelSpec:
     sliding_window_layers: tuple[int, ...] = ()
     # One learned logit per head added to every softmax's denominator (gpt-oss): no key, value or KV cache.
     attention_sinks: bool = False
+    # RMSNorm of the queries and of the keys over all heads of a layer at once (MiniMax-M2: `qk_norm_type:
+    # per_layer`), not per head: with heads split over TP ranks each layer all-reduces the partial sums of squares.
+    qk_norm_across_heads: bool = False
     source: str = ""
 
     @property

@@ -411,6 +411,11 @@ class LayerPricer:
         parts = {"attention": 0.0, "dense_gemm": proj, "moe_gemm": 0.0}
         comm = 2 * self.links.allreduce_s(T * m.hidden_size * 2.0, graphed)
         launches += 2 * (lay.tp > 1) + ELEMENTWISE_KERNELS
+        if m.qk_norm_across_heads and lay.tp > 1:
+            # the query and key norms span every head: one all-reduce of each token's two fp32 partial sums of
+            # squares (vLLM's MiniMax-M2 attention reduces q's and k's in one call)
+            comm += self.links.allreduce_s(T * 2 * 4.0, graphed)
+            launches += 1
         fetch = 0.0
         # Elementwise: norms, residuals and rotary over the rank's tokens; the activation over the MLP's rows. The
         # activation width follows calibrate.shapes.elementwise_dims (the routed experts' for every layer of an

@@ -87,7 +87,7 @@ def _format(mode: str) -> tuple[str | None, str]:
 SERVE_PRESETS: dict[str, tuple[tuple[tuple[int, int], str], ...]] = {
     "vllm_v1": (((0, 11), "vllm_v1_serve"), ((0, 14), "vllm_v1_async_serve")),
     "sglang_v04": (((0, 5), "sglang_v05_serve"),), "trtllm": (((1, 0), "trtllm_v1_serve"),)}
-NEWEST_SERVE = {"vllm": "vllm_v1_async_serve", "sglang": "sglang_v05_serve"}
+NEWEST_SERVE = {"vllm": "vllm_v1_async_serve", "sglang": "sglang_v05_serve", "trtllm": "trtllm_v1_serve"}
 
 
 def _serve_preset(base: str, version: str) -> str:
@@ -102,7 +102,7 @@ def _serve_preset(base: str, version: str) -> str:
 
 def _version_preset(row: SiliconRow, notes: list[str]) -> str | None:
     version = row.engine_version
-    if row.engine in ("vllm", "sglang") and not re.match(r"^\d+\.\d+", version):
+    if row.engine in NEWEST_SERVE and not re.match(r"^\d+\.\d+", version):
         preset = NEWEST_SERVE[row.engine]
         notes.append(f"engine version {version or 'not recorded'!r}: the newest {row.engine} preset, {preset}")
         return preset
@@ -113,18 +113,28 @@ def _version_preset(row: SiliconRow, notes: list[str]) -> str | None:
     return _serve_preset(base, version)
 
 
-def _parallelism(row: SiliconRow, moe: bool) -> tuple[int, dict, str | None]:
-    """(tp, deployment keys, problem) from the row's TP/PP/attention-DP/MoE columns."""
-    tp, pp, dp = row.tp or 1, row.pp or 1, row.attention_dp or 1
+def _parallelism(row: SiliconRow, moe: bool, notes: list[str]) -> tuple[int, dict, str | None]:
+    """(tp, deployment keys, problem) from the row's TP/PP/attention-DP/MoE columns.
+
+    One encoding is read as the deployment the row's id names: `tp_size` N, `attention_dp_size` N and `moe_ep_size`
+    N x N (the vLLM MiniMax-M2.5 and Kimi-K2.5 rows whose ids say `tpN_epN`) is InferenceX's "TP N, EP N with data-
+    parallel attention" on N GPUs: N attention ranks of TP 1, the experts over all N. Taken at face value it would be
+    N x N GPUs (16 H100s for the H100 rows: two nodes, where the runs are single-node) serving 1/N of the
+    clients (`batch_size` is per rank: `table.client_concurrency`)."""
+    tp, pp, dp, ep = row.tp or 1, row.pp or 1, row.attention_dp or 1, row.moe_ep
+    if moe and dp > 1 and tp == dp and row.moe_ep == tp * dp and (row.moe_tp or 1) == 1:
+        notes.append(f"tp_size {tp}, attention_dp_size {dp}, moe_ep_size {row.moe_ep}: InferenceX's TP {tp} EP {tp} "
+                     f"with data-parallel attention, {tp} GPUs (attention DP {dp} x TP 1, experts EP {tp})")
+        tp, ep = 1, dp
     dep: dict = {}
     if dp > 1:
         dep["dp"] = dp
     if pp > 1:
         dep["pp"] = pp
-    if moe and (row.moe_ep or 0) > 1:
+    if moe and (ep or 0) > 1:
         devices = tp * dp
-        if row.moe_ep != devices or (row.moe_tp or 1) > 1:
-            return tp, dep, (f"moe_tp {row.moe_tp} x moe_ep {row.moe_ep} over tp {tp} x attention dp {dp}: expert "
+        if ep != devices or (row.moe_tp or 1) > 1:
+            return tp, dep, (f"moe_tp {row.moe_tp} x moe_ep {ep} over tp {tp} x attention dp {dp}: expert "
                              "parallelism must be 1 or span every device")
         dep["ep"] = devices
     return tp, dep, None
@@ -168,7 +178,7 @@ def plan_row(row: SiliconRow) -> RowPlan | Unsupported:
     for w, key, mode in ((weights, why, gemm_mode), (experts, why_moe, row.moe_quant_mode)):
         if w is None and key not in {k for k, _ in reasons}:
             reasons.append((key, f"{mode!r}"))
-    tp, dep, problem = _parallelism(row, moe)
+    tp, dep, problem = _parallelism(row, moe, notes)
     if problem:
         reasons.append(("parallelism", problem))
     preset = _version_preset(row, notes)

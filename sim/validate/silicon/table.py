@@ -4,12 +4,14 @@ converted once (ms -> s).
 
 The default is the copy shipped in `sim/validate/data/` (its NOTICE names the source); `csv=<path>` reads any
 table with these columns. Only the columns the matrix reads are required (`silicon_data_source`, where the row was
-measured, is read when present: it picks the row's benchmark client, `clients.py`); the others are ignored.
+measured, is read when present: it picks the row's benchmark client, `clients.py`, and its
+`silicon_concurrency=N` is the client's concurrency, `client_concurrency`); the others are ignored.
 """
 from __future__ import annotations
 
 import csv
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +24,7 @@ REQUIRED = ("id", "backend", "backend_version", "model_path", "system", "precisi
             "moe_tp_size", "moe_ep_size", "silicon_ttft_ms", "silicon_tpot_ms")
 DISAGG_WORKERS = ("prefill_num_workers", "decode_num_workers")
 FIX_MS = "give the measured value in ms"
+SOURCE_CONCURRENCY = re.compile(r"(?:^|[;\s])silicon_concurrency=(\d+)")
 
 
 @dataclass(frozen=True)
@@ -40,7 +43,8 @@ class SiliconRow:
     mode: str                       # agg | disagg
     isl_tokens: int
     osl_tokens: int
-    clients: int | None             # `batch_size`: the client's --max-concurrency
+    clients: int | None             # the client's --max-concurrency (`client_concurrency`: the source's, else
+                                    # `batch_size`)
     tp: int | None
     pp: int | None
     attention_dp: int | None
@@ -50,6 +54,7 @@ class SiliconRow:
     measured_ttft_s: float
     measured_tpot_s: float
     source: str = ""                # `silicon_data_source`: where the row was measured ("" where not given)
+    batch_size: int | None = None   # the `batch_size` column as written (per attention-DP rank in some rows)
 
     @property
     def shape(self) -> str:
@@ -85,6 +90,17 @@ def _ms(path: Path, line: int, rec: dict, key: str) -> float:
     return f / 1e3
 
 
+def client_concurrency(source: str, batch_size: int | None) -> int | None:
+    """The measured client's concurrency: the `silicon_concurrency=N` its data source records, else `batch_size`.
+
+    They differ on the rows that run attention data-parallel: there the curation wrote the concurrency per DP rank
+    into `batch_size` (`silicon_concurrency` = `batch_size` x `attention_dp_size` on every such row, and the row id
+    names the source's, `..._c64_tp4_ep4_...`), and on five TensorRT-LLM gap-analysis rows (`batch_size` 48,
+    source and id 192). The source's number is what the client sent, so it wins."""
+    found = SOURCE_CONCURRENCY.search(source)
+    return int(found.group(1)) if found else batch_size
+
+
 def parse_row(path: Path, line: int, rec: dict) -> SiliconRow:
     isl, osl = _int(path, line, rec, "isl"), _int(path, line, rec, "osl")
     for key, v in (("isl", isl), ("osl", osl)):
@@ -92,17 +108,19 @@ def parse_row(path: Path, line: int, rec: dict) -> SiliconRow:
             raise InputError(path, f"{key} (line {line})", f"must be a length >= 1 token, got {rec.get(key)!r}",
                              "give the fixed input/output length")
     s = {k: (rec.get(k) or "").strip() for k in REQUIRED}
+    source = (rec.get("silicon_data_source") or "").strip()
+    batch_size = _int(path, line, rec, "batch_size")
     return SiliconRow(
         id=s["id"], engine=s["backend"].lower(), engine_version=s["backend_version"], model_path=s["model_path"],
         system=s["system"].lower(), precision=s["precision"].lower(), gemm_quant_mode=s["gemm_quant_mode"].lower(),
         moe_quant_mode=s["moe_quant_mode"].lower(), mode=s["mode"].lower(), isl_tokens=isl, osl_tokens=osl,
-        clients=_int(path, line, rec, "batch_size"), tp=_int(path, line, rec, "tp_size"),
+        clients=client_concurrency(source, batch_size), tp=_int(path, line, rec, "tp_size"),
         pp=_int(path, line, rec, "pp_size"), attention_dp=_int(path, line, rec, "attention_dp_size"),
         moe_tp=_int(path, line, rec, "moe_tp_size"), moe_ep=_int(path, line, rec, "moe_ep_size"),
         disagg_workers=(_int(path, line, rec, DISAGG_WORKERS[0]), _int(path, line, rec, DISAGG_WORKERS[1])),
         measured_ttft_s=_ms(path, line, rec, "silicon_ttft_ms"),
         measured_tpot_s=_ms(path, line, rec, "silicon_tpot_ms"),
-        source=(rec.get("silicon_data_source") or "").strip())
+        source=source, batch_size=batch_size)
 
 
 def read_table(path: Path = CSV_PATH) -> list[SiliconRow]:

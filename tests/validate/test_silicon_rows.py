@@ -1,0 +1,55 @@
+"""How the matrix reads a row's client concurrency, its data-parallel-attention encoding and an unversioned engine."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from sim.validate.silicon.support import RowPlan, plan_row
+from sim.validate.silicon.table import SiliconRow, client_concurrency
+
+ROW = SiliconRow(id="r", engine="vllm", engine_version="0.18.0", model_path="MiniMaxAI/MiniMax-M2.5",
+                 system="h100_sxm", precision="fp8", gemm_quant_mode="fp8", moe_quant_mode="fp8", mode="agg",
+                 isl_tokens=1024, osl_tokens=1024, clients=4, tp=4, pp=1, attention_dp=4, moe_tp=1, moe_ep=16,
+                 disagg_workers=(None, None), measured_ttft_s=0.1, measured_tpot_s=0.01, batch_size=1)
+
+
+@pytest.mark.parametrize("source, batch_size, clients", [
+    ("source_file=2026-04-06.csv; model=MiniMax-M2.5; silicon_concurrency=4; measured=2026-03-28", 1, 4),
+    ("db-dump/2026-04-27; config_id=606; silicon_concurrency=16; m", 16, 16),
+    ("source_file=/data/h100_sxm/vllm/0.12.0/run.csv", 8, 8),   # no concurrency recorded: the column's
+    ("", None, None),
+    ("x_silicon_concurrency=9", 3, 3),                            # not the key itself
+])
+def test_the_client_concurrency_is_the_sources_else_the_column(source, batch_size, clients):
+    assert client_concurrency(source, batch_size) == clients
+
+
+def test_dp_attention_encoding_is_n_gpus_of_attention_dp_and_expert_parallelism():
+    p = plan_row(ROW)
+    assert isinstance(p, RowPlan)
+    assert (p.tp, p.deployment) == (1, {"dp": 4, "ep": 4})
+    assert any("data-parallel attention, 4 GPUs" in a for a in p.assumptions)
+
+
+@pytest.mark.parametrize("change, tp, deployment", [
+    ({"tp": 2, "attention_dp": 4, "moe_ep": 8}, 2, {"dp": 4, "ep": 8}),     # tp != dp: as written
+    ({"tp": 4, "attention_dp": 4, "moe_ep": 4}, 4, None),                   # ep != tp x dp: not this encoding
+    ({"tp": 8, "attention_dp": 1, "moe_ep": 8}, 8, {"ep": 8}),
+])
+def test_other_parallel_layouts_are_taken_as_written(change, tp, deployment):
+    p = plan_row(dataclasses.replace(ROW, **change))
+    if deployment is None:
+        assert not isinstance(p, RowPlan) and p.reason == "parallelism"
+    else:
+        assert isinstance(p, RowPlan) and (p.tp, p.deployment) == (tp, deployment)
+        assert not any("data-parallel attention" in a for a in p.assumptions)
+
+
+@pytest.mark.parametrize("version", ["", "gpt-oss-dev"])
+def test_an_unversioned_tensorrt_llm_row_runs_the_newest_serving_preset(version):
+    row = dataclasses.replace(ROW, engine="trtllm", engine_version=version, model_path="Qwen/Qwen3-32B", tp=2,
+                              attention_dp=1, moe_ep=1)
+    p = plan_row(row)
+    assert isinstance(p, RowPlan) and p.engine == "trtllm_v1_serve"
+    assert any("newest trtllm preset" in a for a in p.assumptions)
