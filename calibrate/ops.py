@@ -147,7 +147,8 @@ def gdn_recurrent_work(seqs: Any, v_heads: float, k_heads: float, k_dim: float, 
     head the state decayed, read by the key, updated by a rank-one write and read by the query (4 k_dim x v_dim
     multiply-adds); the state read and written once, the token's queries, keys, values and output in bf16."""
     flops = 8.0 * seqs * v_heads * k_dim * v_dim
-    bytes_ = seqs * (2.0 * v_heads * k_dim * v_dim * state_bytes + (2.0 * k_heads * k_dim + 2.0 * v_heads * v_dim) * 2.0)
+    token_bytes = (2.0 * k_heads * k_dim + 2.0 * v_heads * v_dim) * 2.0
+    bytes_ = seqs * (2.0 * v_heads * k_dim * v_dim * state_bytes + token_bytes)
     return flops, bytes_
 
 

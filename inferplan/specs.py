@@ -131,7 +131,8 @@ def _linear_layers(path: Path, field: str, spec: dict, num_layers: int) -> tuple
     last of each group of N, is full attention; the others linear)."""
     if "layers" in spec:
         layers = spec["layers"]
-        if not (isinstance(layers, list) and layers and all(isinstance(i, int) and 0 <= i < num_layers for i in layers)):
+        valid = isinstance(layers, list) and all(isinstance(i, int) and 0 <= i < num_layers for i in layers)
+        if not (valid and layers):
             raise InputError(path, f"{field}.layers", f"must be a list of layer indices below {num_layers}, got "
                              f"{layers!r}", "give e.g. layers: [0, 1, 2] or full_attention_interval: 4")
         return tuple(sorted(set(layers)))

@@ -4,9 +4,9 @@
 takes them as they are) and the provenance per family: framework, version asked and versions that measured the
 rows, kernels per format, files, collection metadata, and what was left out and why (formats we have no name
 for, sliding-window attention, beam search, a secondary kernel at a shape the primary kernel also measured,
-donor rows at shapes the version measured itself, Gated DeltaNet kernels we have no op for, DeepEP rows at SM counts other than the default or measured on
-another GPU; repeated measurements of one shape are merged by their median). A family the profile lacks says
-whether the database has its table for this GPU at all (`in_database`): what the simulator's provenance rule reads
+donor rows at shapes the version measured itself, Gated DeltaNet kernels we have no op for, DeepEP rows at SM
+counts other than the default or measured on another GPU; repeated measurements of one shape are merged by their
+median). A family the profile lacks says whether the database has its table for this GPU at all (`in_database`): what the simulator's provenance rule reads
 (docs/cost-model.md, "Provenance").
 """
 from __future__ import annotations

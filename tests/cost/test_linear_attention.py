@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 
@@ -14,6 +15,7 @@ from calibrate import ops
 from calibrate.profile import load_profile
 from inferplan.config.specs import LinearAttentionSpec
 from inferplan.errors import InputError
+from inferplan.paths import REPO_ROOT
 from inferplan.specs import CONF_DIR, load_hardware, load_model
 from sim.core.cost.deployment import parse_deployment
 from sim.core.cost.factory import GRID_PROFILES_DIR
@@ -155,9 +157,10 @@ def test_smoke_run_of_the_model(tmp_path):
     out = tmp_path / "run"
     proc = subprocess.run([sys.executable, "-m", "sim", "scenario=smoke", "metrics.progress=false",
                            f"scenario.pools.main.model={NAME}", "scenario.pools.main.hardware=h200",
-                           "++scenario.pools.main.tp=8", "scenario.traffic.num_requests=60",
+                           "++scenario.pools.main.tp=8", "engine=sglang_v05_serve", "scenario.traffic.num_requests=60",
                            "scenario.traffic.rate_per_s=2.0", f"hydra.run.dir={out}"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})  # (this checkout's packages)
     assert proc.returncode == 0, proc.stderr[-2000:]
     summary = json.loads((out / "summary.json").read_text())
     cm = summary["pools"]["main"]["cost_model"]

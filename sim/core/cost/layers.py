@@ -12,8 +12,6 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from calibrate import ops
-from calibrate.aic.grid import GDN_CONV_TOKENS
-from calibrate.aic.grid_model import prefill_shape
 from calibrate.aic.names import MLA_DIMS
 from inferplan.specs import ModelSpec
 from sim.core.cost import experts as ex
@@ -21,12 +19,10 @@ from sim.core.cost.comm import Links
 from inferplan.config.deployment import Deployment
 from sim.core.cost.host import ELEMENTWISE_KERNELS
 from sim.core.cost.layout import Layout
+from sim.core.cost.linear_attention import LinearAttentionPricer
 from sim.core.cost.pricer import OpPricer
 from sim.core.cost.tables import StepCache
 from sim.core.cost.weights import expert_bytes_per_device, kv_elem_bytes
-
-GDN_PREFILL_OPS: tuple[str, ...] = ("gdn_conv_prefill", "gdn_chunk_prefill")
-GDN_DECODE_OPS: tuple[str, ...] = ("gdn_conv_decode", "gdn_recurrent_decode")
 
 COMPUTE_PARTS: tuple[str, ...] = ("attention", "dense_gemm", "moe_gemm", "elementwise")
 
@@ -82,18 +78,10 @@ class LayerPricer:
         self.window = float(m.sliding_window_tokens)
         self.window_share = m.sliding_layer_share
         # Linear-attention (Gated DeltaNet) layers: the same mean, `linear_share` of the layers priced as their
-        # convolution and delta rule over the per-device heads (TP shards the heads, at least one per device).
-        la = m.linear_attention
+        # projections and kernels (`sim.core.cost.linear_attention`).
         self.linear_share = m.linear_layer_share
-        self.lin_v_heads = 1
-        self.lin_k_heads = 1
-        self.state_bytes = 4.0
-        self.gdn_grid: dict[str, bool] = {}  # GDN op -> priced from the grid's measured kernels
-        if la is not None:
-            self.lin_v_heads = int(round(max(1.0, la.num_value_heads / lay.tp)))
-            self.lin_k_heads = int(round(max(1.0, la.num_key_heads / lay.tp)))
-            self.state_bytes = ops.check_dtype(la.state_dtype)["act_bytes"]
-            self._gdn_coverage()
+        la = m.linear_attention
+        self.linear: LinearAttentionPricer | None = None if la is None else LinearAttentionPricer(la, lay.tp, pricer)
         e = m.moe
         if e is not None:
             self.base_imbalance = ex.base_imbalance(dep.experts, e.num_experts, lay.ep)
@@ -126,26 +114,6 @@ class LayerPricer:
                     self.fmt["experts"]))
                 self.moe_grid = pricer.measures("moe_gemm", self.fmt["experts"], dtype=self.fmt["experts"],
                                                 distribution=self.moe_distribution)
-
-    def _gdn_coverage(self) -> None:
-        """Which Gated DeltaNet kernels the grid prices (the tables measure key and value heads of equal dims, a
-        convolution of `GDN_CONV_TOKENS` taps, bf16 activations); the rest fall back, with their reason."""
-        la, pricer = self.m.linear_attention, self.pricer
-        assert la is not None
-        if pricer.grid is None:
-            return
-        for op in GDN_PREFILL_OPS + GDN_DECODE_OPS:
-            if la.key_head_dim != la.value_head_dim:
-                pricer.fall_back(op, "bf16", f"key head dim {la.key_head_dim} != value head dim "
-                                 f"{la.value_head_dim}: the GDN tables measure equal ones")
-            elif "conv" in op and la.conv_kernel_tokens != GDN_CONV_TOKENS:
-                pricer.fall_back(op, "bf16", f"a {la.conv_kernel_tokens}-tap convolution: the GDN tables measure "
-                                 f"{GDN_CONV_TOKENS} taps")
-            else:
-                self.gdn_grid[op] = pricer.measures(op, "bf16", dtype="bf16")
-        if not all(self.gdn_grid.get(op, False) for op in GDN_PREFILL_OPS + GDN_DECODE_OPS):
-            pricer.fall_back("linear_attn", "bf16", "the roofline of the Gated DeltaNet kernels the grid does not "
-                             "price (their gdn_* entries say why)")
 
     def _mla_dims(self) -> dict[str, int]:
         m = self.m
@@ -262,47 +230,6 @@ class LayerPricer:
         width = (2 * la.num_key_heads * la.key_head_dim + 2 * v + 2 * la.num_value_heads) / tp
         return self.gemm(T, width, H, f) + self.gemm(T, H, v / tp, f)
 
-    def _linear_prefill(self, w: Work) -> float:
-        """One Gated DeltaNet layer's prefill: the causal convolution and the chunked delta rule over the new
-        tokens. Their cost follows the tokens and the sequences (each chunk starts from its sequence's state:
-        the cached context costs nothing), so the chunks are priced as equal prompts of the same tokens and
-        sum q (q + 1) / 2 (`prefill_shape` without the cached context)."""
-        la = self.m.linear_attention
-        assert la is not None
-        batch, seq = prefill_shape(w.prefill_tokens, w.prefill_q_sq, 0.0)
-        vh, kh, dk, dv = self.lin_v_heads, self.lin_k_heads, la.key_head_dim, la.value_head_dim
-        t = 0.0
-        for op in GDN_PREFILL_OPS:
-            if self.gdn_grid.get(op, False):
-                t += self.pricer.gdn_s(op, batch, seq, vh, kh, dk)
-            elif op == "gdn_conv_prefill":
-                t += self.pricer.time_s("linear_attn", "bf16", *ops.gdn_conv_work(
-                    w.prefill_tokens, batch, la.conv_channels / self.lay.tp, la.conv_kernel_tokens))
-            else:
-                t += self.pricer.time_s("linear_attn", "bf16", *ops.gdn_chunk_work(
-                    w.prefill_tokens, batch, vh, kh, dk, dv, self.state_bytes))
-        return t
-
-    def _linear_decode(self, w: Work) -> float:
-        """One Gated DeltaNet layer's decode: each query token (a sequence's, plus its drafts when verifying)
-        through the convolution state and the recurrent state, which are read and written once per token
-        whatever the context."""
-        la = self.m.linear_attention
-        assert la is not None
-        tokens = w.decode_seqs * w.queries
-        vh, kh, dk, dv = self.lin_v_heads, self.lin_k_heads, la.key_head_dim, la.value_head_dim
-        t = 0.0
-        for op in GDN_DECODE_OPS:
-            if self.gdn_grid.get(op, False):
-                t += self.pricer.gdn_s(op, tokens, 0.0, vh, kh, dk)
-            elif op == "gdn_conv_decode":
-                t += self.pricer.time_s("linear_attn", "bf16", *ops.gdn_conv_work(
-                    tokens, tokens, la.conv_channels / self.lay.tp, la.conv_kernel_tokens))
-            else:
-                t += self.pricer.time_s("linear_attn", "bf16", *ops.gdn_recurrent_work(
-                    tokens, vh, kh, dk, dv, self.state_bytes))
-        return t
-
     def prefill_attention(self, w: Work) -> float:
         """Prefill attention seconds of one layer (0 without prefill tokens), kept by the work's prefill fields
         in the step cache: prompts of the same length share it whatever decodes run beside them."""
@@ -328,8 +255,9 @@ class LayerPricer:
             if self.window_share > 0.0:
                 full = t
                 t = (1.0 - self.window_share) * full + self.window_share * self._windowed_prefill(w, hi)
-            if self.linear_share > 0.0:
-                t = (1.0 - self.linear_share) * t + self.linear_share * self._linear_prefill(w)
+            if self.linear is not None:
+                t = ((1.0 - self.linear_share) * t
+                     + self.linear_share * self.linear.prefill_s(w.prefill_tokens, w.prefill_q_sq))
             self.cache.remember(kept, key, t)
         return t
 
@@ -385,8 +313,9 @@ class LayerPricer:
         if m.attention_kind == "gqa":
             kv = int(round(max(1.0, m.num_kv_heads / self.lay.tp)))
             full = self._gqa_decode(seqs, ctx, heads, kv)
-            if self.linear_share > 0.0:
-                return t + ((1.0 - self.linear_share) * full + self.linear_share * self._linear_decode(w))
+            if self.linear is not None:
+                return t + ((1.0 - self.linear_share) * full
+                            + self.linear_share * self.linear.decode_s(w.decode_seqs * w.queries))
             if self.window_share <= 0.0:
                 return t + full
             # a sliding-window layer reads at most `window` cached tokens per sequence (exact when every
