@@ -1,8 +1,8 @@
 """`python -m calibrate.import_aic <systems folder> --hardware <name> [--engine vllm|sglang|trtllm[@version]]
 [--out <file>] [--report] [--write-doc]`: a measured grid profile from NVIDIA AIConfigurator's performance database.
 
-Reads `<systems>/data/<gpu>/...` (`calibrate.aic.db`), converts GEMM, attention, MLA attention, MoE, collective
-and DeepEP dispatch / combine tables to our names and units (`calibrate.aic.convert`), cross-validates the grid form per family (`calibrate.aic.crossval`) and
+Reads `<systems>/data/<gpu>/...` (`calibrate.aic.db`), converts GEMM, attention, MLA attention, MoE, collective,
+Gated DeltaNet (`gdn_perf`) and DeepEP dispatch / combine tables to our names and units (`calibrate.aic.convert`), cross-validates the grid form per family (`calibrate.aic.crossval`) and
 writes a grid profile per engine that measured the GPU (`calibrate.profile.write_grid_profile`, default
 `calibrate/profiles/aic/<hardware>/<engine>.parquet`, the layout `calibrate.aic.catalogue` reads) with NOTICE.md
 and the database's LICENSE beside them. `--hardware all` does the six GPUs the project ships. `--report` also prices every row

@@ -20,6 +20,7 @@ OPS: tuple[str, ...] = (
     "elementwise",     # norms, rotary, activations, residual adds: memory-bound
     "allreduce",       # tensor-parallel all-reduce (bytes over the intra-/inter-node link)
     "all_to_all",      # expert-parallel dispatch / combine
+    "linear_attn",     # Gated DeltaNet: causal convolution and the delta-rule state update (chunked or recurrent)
 )
 
 # Number formats of weights/activations. `compute` names the peak used for the roofline.
@@ -108,6 +109,46 @@ def attn_mla_decode_work(num_seqs: float, ctx_tokens_sum: Any, heads: int, kv_lo
     context sums)."""
     flops = 2.0 * heads * ctx_tokens_sum * (kv_lora_rank + rope_dim) + 2.0 * heads * ctx_tokens_sum * kv_lora_rank
     bytes_ = ctx_tokens_sum * (kv_lora_rank + rope_dim) * kv_bytes + num_seqs * heads * (kv_lora_rank * 2 + rope_dim) * 2.0
+    return flops, bytes_
+
+
+# Gated DeltaNet's chunked prefill (flash-linear-attention's `chunk_gated_delta_rule`, which the engines run) works
+# in chunks of this many tokens: within a chunk the delta rule is solved as small dense products.
+GDN_CHUNK_TOKENS = 64
+
+
+def gdn_conv_work(tokens: Any, seqs: Any, channels: float, kernel: float, act_bytes: float = 2.0) -> tuple[Any, Any]:
+    """(flops, bytes) of the causal depthwise convolution over `tokens` rows of `channels` (queries, keys, values):
+    `kernel` multiply-adds per output; every input read and output written once, and each of `seqs` sequences'
+    last kernel - 1 inputs (the convolution state) read and written."""
+    flops = 2.0 * tokens * channels * kernel
+    bytes_ = (2.0 * tokens + 2.0 * seqs * (kernel - 1.0)) * channels * act_bytes
+    return flops, bytes_
+
+
+def gdn_chunk_work(tokens: Any, seqs: Any, v_heads: float, k_heads: float, k_dim: float, v_dim: float,
+                   state_bytes: float = 4.0) -> tuple[Any, Any]:
+    """(flops, bytes) of the chunked gated delta rule over `tokens` new tokens of `seqs` sequences (per device
+    heads). Per token and value head: three k_dim x v_dim products with the state (the chunk's keys against it, its
+    update, the queries reading it) and the intra-chunk products of a `GDN_CHUNK_TOKENS` chunk (keys with keys and
+    queries with keys over k_dim, the result applied to the values over v_dim: about 2 C (k_dim + v_dim)). Bytes:
+    queries, keys, values in and outputs out in bf16, two fp32 gates per value head, and each sequence's state read
+    and written once."""
+    c = GDN_CHUNK_TOKENS
+    flops = 2.0 * tokens * v_heads * (3.0 * k_dim * v_dim + 2.0 * c * (k_dim + v_dim))
+    bytes_ = (tokens * ((2.0 * k_heads * k_dim + 2.0 * v_heads * v_dim) * 2.0 + 2.0 * v_heads * 4.0)
+              + 2.0 * seqs * v_heads * k_dim * v_dim * state_bytes)
+    return flops, bytes_
+
+
+def gdn_recurrent_work(seqs: Any, v_heads: float, k_heads: float, k_dim: float, v_dim: float,
+                       state_bytes: float = 4.0) -> tuple[Any, Any]:
+    """(flops, bytes) of one decode step of the gated delta rule for `seqs` sequences (one token each): per value
+    head the state decayed, read by the key, updated by a rank-one write and read by the query (4 k_dim x v_dim
+    multiply-adds); the state read and written once, the token's queries, keys, values and output in bf16."""
+    flops = 8.0 * seqs * v_heads * k_dim * v_dim
+    token_bytes = (2.0 * k_heads * k_dim + 2.0 * v_heads * v_dim) * 2.0
+    bytes_ = seqs * (2.0 * v_heads * k_dim * v_dim * state_bytes + token_bytes)
     return flops, bytes_
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from inferplan.config.specs import HardwareSpec, ModelSpec, MoESpec
+from inferplan.config.specs import HardwareSpec, LinearAttentionSpec, ModelSpec, MoESpec
 from inferplan.config.yaml_files import read_yaml
 from inferplan.errors import InputError
 
@@ -124,6 +124,58 @@ def _sliding_window(path: Path, att: dict, num_layers: int) -> dict:
     return {"sliding_window_tokens": tokens, "sliding_window_layers": indices}
 
 
+# Formats a linear-attention state may be kept in (a config.json's `mamba_ssm_dtype` names them as torch does).
+STATE_DTYPES: dict[str, str] = {"fp32": "fp32", "float32": "fp32", "bf16": "bf16", "bfloat16": "bf16",
+                                "fp16": "fp16", "float16": "fp16"}
+
+
+def _state_dtype(path: Path, field: str, value: object) -> str:
+    fmt = STATE_DTYPES.get(str(value))
+    if fmt is None:
+        raise InputError(path, field, f"unknown state format {value!r}", f"use one of: {', '.join(STATE_DTYPES)}")
+    return fmt
+
+
+def _linear_layers(path: Path, field: str, spec: dict, num_layers: int) -> tuple[int, ...]:
+    """The linear-attention layers: `layers: [indices]`, or `full_attention_interval: N` (every Nth layer, the
+    last of each group of N, is full attention; the others linear)."""
+    if "layers" in spec:
+        layers = spec["layers"]
+        valid = isinstance(layers, list) and all(isinstance(i, int) and 0 <= i < num_layers for i in layers)
+        if not (valid and layers):
+            raise InputError(path, f"{field}.layers", f"must be a list of layer indices below {num_layers}, got "
+                             f"{layers!r}", "give e.g. layers: [0, 1, 2] or full_attention_interval: 4")
+        return tuple(sorted(set(layers)))
+    interval = _int(path, spec, "full_attention_interval") if "full_attention_interval" in spec else 0
+    if interval < 2:
+        raise InputError(path, f"{field}.full_attention_interval", "missing or below 2",
+                         "give full_attention_interval: N (every Nth layer full attention) or layers: [indices]")
+    return tuple(i for i in range(num_layers) if (i + 1) % interval)
+
+
+def _linear_attention(path: Path, att: dict, num_layers: int) -> dict:
+    """`attention.linear_attention: {kind: gated_deltanet, layers | full_attention_interval, num_key_heads,
+    num_value_heads, key_head_dim, value_head_dim, conv_kernel_tokens, state_dtype}` as ModelSpec fields."""
+    la = att.get("linear_attention")
+    if la is None:
+        return {}
+    field = "attention.linear_attention"
+    if not isinstance(la, dict):
+        raise InputError(path, field, f"is not a mapping: {la!r}", "see conf/model/qwen3_5_397b_a17b.yaml")
+    if la.get("kind", "gated_deltanet") != "gated_deltanet":
+        raise InputError(path, f"{field}.kind", f"unknown linear attention {la.get('kind')!r}",
+                         "use gated_deltanet (the only kind priced)")
+    if att.get("sliding_window") is not None:
+        raise InputError(path, field, "given with attention.sliding_window",
+                         "a model has either linear-attention or sliding-window layers beside its full ones")
+    spec = LinearAttentionSpec(
+        layers=_linear_layers(path, field, la, num_layers), num_key_heads=_int(path, la, "num_key_heads"),
+        num_value_heads=_int(path, la, "num_value_heads"), key_head_dim=_int(path, la, "key_head_dim"),
+        value_head_dim=_int(path, la, "value_head_dim"), conv_kernel_tokens=_int(path, la, "conv_kernel_tokens"),
+        state_dtype=_state_dtype(path, f"{field}.state_dtype", la.get("state_dtype", "fp32")))
+    return {"linear_attention": spec}
+
+
 def load_model(name_or_path: str) -> ModelSpec:
     path, d = _read_yaml("model", name_or_path)
     if path.suffix == ".json":
@@ -146,9 +198,11 @@ def load_model(name_or_path: str) -> ModelSpec:
                   mtp_modules=int(d.get("mtp_modules", 0) or 0),
                   max_context_tokens=int(d.get("max_context_tokens", 8192)), source=str(path),
                   attention_sinks=bool(att.get("sinks", False)),
-                  qk_norm_across_heads=_qk_norm(path, att))
+                  qk_norm_across_heads=_qk_norm(path, att),
+                  attention_output_gate=bool(att.get("output_gate", False)))
     if att["kind"] == "gqa":
         common.update(_sliding_window(path, att, int(common["num_layers"])))
+        common.update(_linear_attention(path, att, int(common["num_layers"])))
         return ModelSpec(attention_kind="gqa", num_heads=_int(path, att, "num_heads"),
                          num_kv_heads=_int(path, att, "num_kv_heads"), head_dim=_int(path, att, "head_dim"), **common)
     nope, rope = _int(path, att, "qk_nope_head_dim"), _int(path, att, "qk_rope_head_dim")
@@ -159,8 +213,11 @@ def load_model(name_or_path: str) -> ModelSpec:
 
 
 def _model_from_hf_config(path: Path, c: dict) -> ModelSpec:
-    """A Hugging Face `config.json` (Llama/Mistral/Qwen2/Mixtral/DeepSeek-V3/gpt-oss families). A sliding window is
-    read where `layer_types` names the windowed layers (gpt-oss); gpt-oss carries attention sinks."""
+    """A Hugging Face `config.json` (Llama/Mistral/Qwen2/Mixtral/DeepSeek-V3/gpt-oss/Qwen3.5 families). A sliding
+    window is read where `layer_types` names the windowed layers (gpt-oss); gpt-oss carries attention sinks;
+    `linear_attention` layers are Gated DeltaNet (Qwen3.5, whose language model sits under `text_config`)."""
+    if "num_hidden_layers" not in c and isinstance(c.get("text_config"), dict):
+        c = {**c["text_config"], "_name_or_path": c.get("_name_or_path") or c.get("_model")}
     if "num_hidden_layers" not in c or "hidden_size" not in c:
         raise InputError(path, "num_hidden_layers", "not a transformer config.json", "give a Hugging Face config.json")
     heads = int(c["num_attention_heads"])
@@ -169,19 +226,29 @@ def _model_from_hf_config(path: Path, c: dict) -> ModelSpec:
     if n_exp:
         moe = MoESpec(num_experts=int(n_exp), top_k=int(c.get("num_experts_per_tok", 2)),
                       expert_intermediate_size=int(c.get("moe_intermediate_size") or c["intermediate_size"]),
-                      shared_experts=int(c.get("n_shared_experts", 0) or 0))
+                      shared_experts=int(c.get("n_shared_experts", 0) or 0)
+                      or (1 if str(c.get("model_type", "")).startswith("qwen3_5")
+                          and c.get("shared_expert_intermediate_size") else 0))
     common = dict(name=str(c.get("_name_or_path") or path.parent.name), num_layers=int(c["num_hidden_layers"]),
                   hidden_size=int(c["hidden_size"]), vocab_size=int(c["vocab_size"]),
-                  intermediate_size=int(c["intermediate_size"]), ffn_kind="gated",
+                  intermediate_size=int(c.get("intermediate_size") or c["moe_intermediate_size"]), ffn_kind="gated",
                   first_dense_layers=int(c.get("first_k_dense_replace", 0) or 0), moe=moe,
-                  mtp_modules=int(c.get("num_nextn_predict_layers", 0) or 0),
+                  mtp_modules=int(c.get("num_nextn_predict_layers") or c.get("mtp_num_hidden_layers") or 0),
                   max_context_tokens=int(c.get("max_position_embeddings", 8192)), source=str(path),
                   attention_sinks=c.get("model_type") == "gpt_oss",
-                  qk_norm_across_heads=bool(c.get("use_qk_norm")) and c.get("qk_norm_type") == "per_layer")
+                  qk_norm_across_heads=bool(c.get("use_qk_norm")) and c.get("qk_norm_type") == "per_layer",
+                  attention_output_gate=bool(c.get("attn_output_gate", False)))
     layer_types = c.get("layer_types") or []
     if c.get("sliding_window") and "sliding_attention" in layer_types:  # (gpt-oss: alternating windowed layers)
         common.update(sliding_window_tokens=int(c["sliding_window"]),
                       sliding_window_layers=tuple(i for i, t in enumerate(layer_types) if t == "sliding_attention"))
+    if "linear_attention" in layer_types:  # (Qwen3.5: Gated DeltaNet between every 4th, full, layer)
+        common["linear_attention"] = LinearAttentionSpec(
+            layers=tuple(i for i, t in enumerate(layer_types) if t == "linear_attention"),
+            num_key_heads=int(c["linear_num_key_heads"]), num_value_heads=int(c["linear_num_value_heads"]),
+            key_head_dim=int(c["linear_key_head_dim"]), value_head_dim=int(c["linear_value_head_dim"]),
+            conv_kernel_tokens=int(c["linear_conv_kernel_dim"]),
+            state_dtype=_state_dtype(path, "mamba_ssm_dtype", c.get("mamba_ssm_dtype", "float32")))
     if c.get("kv_lora_rank"):
         nope, rope = int(c["qk_nope_head_dim"]), int(c["qk_rope_head_dim"])
         return ModelSpec(attention_kind="mla", num_heads=heads, num_kv_heads=1, head_dim=nope + rope,

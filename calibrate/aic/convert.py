@@ -4,9 +4,9 @@
 takes them as they are) and the provenance per family: framework, version asked and versions that measured the
 rows, kernels per format, files, collection metadata, and what was left out and why (formats we have no name
 for, sliding-window attention, beam search, a secondary kernel at a shape the primary kernel also measured,
-donor rows at shapes the version measured itself, DeepEP rows at SM counts other than the default or measured on
-another GPU; repeated measurements of one shape are merged by their median). A family the profile lacks says
-whether the database has its table for this GPU at all (`in_database`): what the simulator's provenance rule reads
+donor rows at shapes the version measured itself, Gated DeltaNet kernels we have no op for, DeepEP rows at SM
+counts other than the default or measured on another GPU; repeated measurements of one shape are merged by their
+median). A family the profile lacks says whether the database has its table for this GPU at all (`in_database`): what the simulator's provenance rule reads
 (docs/cost-model.md, "Provenance").
 """
 from __future__ import annotations
@@ -20,8 +20,8 @@ from calibrate.aic.db import AicDb, TableSource, version_key
 from calibrate.aic.grid import FAMILIES
 from calibrate.aic.names import (NOT_DEFAULT_KERNELS, ATTN_DTYPES, COMM_DTYPES, DEEPEP_FAMILIES, DEEPEP_FRAMEWORK, DEEPEP_GPUS_PER_NODE,
                                  DEEPEP_NORMAL_SMS, DEEPEP_PHASES, DEVICE_TOKEN, ENGINE_FAMILIES, ENGINES, FAMILY_OP,
-                                 BMM_DTYPES, GEMM_DTYPES, MLA_BMM_OPS, MLA_FAMILIES, MOE_DTYPES, NCCL_OPS,
-                                 allreduce_mode)
+                                 BMM_DTYPES, GDN_FAMILIES, GDN_KERNELS, GEMM_DTYPES, MLA_BMM_OPS, MLA_FAMILIES,
+                                 MOE_DTYPES, NCCL_OPS, allreduce_mode)
 from calibrate.profile import GRID_NUMERIC_COLUMNS, GRID_STRING_COLUMNS
 from inferplan.errors import InputError
 
@@ -119,6 +119,18 @@ def _normalise(family: str, df: pd.DataFrame, skipped: Counter, system: str = ""
         keep &= fmt.notna() & op.notna()
         out["dtype"], out["op"] = fmt, op
         out["tokens"], out["heads"] = df["num_tokens"], df["num_heads"]
+    elif family in GDN_FAMILIES:  # one table, split by phase; heads per device; bf16 activations throughout
+        phase = df["phase"] != GDN_FAMILIES[family]
+        op = df["kernel_source"].map(GDN_KERNELS)
+        _skip(skipped, "kernel", op.isna() & ~phase, df["kernel_source"])
+        unequal = (df["head_k_dim"] != df["head_v_dim"]) & op.notna() & ~phase
+        _skip(skipped, "key and value head dims differ", unequal)
+        keep &= ~phase & op.notna() & ~unequal
+        out["op"], out["dtype"] = op, "bf16"
+        out["batch"], out["heads"], out["kv_heads"] = df["batch_size"], df["num_v_heads"], df["num_k_heads"]
+        out["head_dim"] = df["head_k_dim"]
+        if family == "gdn_prefill":
+            out["seq"] = df["seq_len"]
     elif family == "moe":
         fmt = df["moe_dtype"].map(MOE_DTYPES)
         _skip(skipped, "format", fmt.isna(), df["moe_dtype"])
@@ -288,8 +300,9 @@ def convert(db: AicDb, hardware: str, engine: str | None = None) -> tuple[dict[s
     else:
         choice = "asked (--engine)"
     frames, provenance = [], {}
-    for family in (*ENGINE_FAMILIES, *MLA_FAMILIES, "mla_bmm", "nccl", *DEEPEP_FAMILIES):
-        engine_family = family in ENGINE_FAMILIES or family in MLA_FAMILIES or family == "mla_bmm"
+    for family in (*ENGINE_FAMILIES, *MLA_FAMILIES, "mla_bmm", "nccl", *DEEPEP_FAMILIES, *GDN_FAMILIES):
+        engine_family = (family in ENGINE_FAMILIES or family in MLA_FAMILIES or family == "mla_bmm"
+                         or family in GDN_FAMILIES)
         if family in DEEPEP_FAMILIES:
             src = db.source_every_version(system, family, DEEPEP_FRAMEWORK)
         else:

@@ -77,7 +77,14 @@ FAMILIES: dict[str, FamilySpec] = {
     "deepep_normal": FamilySpec(("op", "dtype"), ("hidden", "topk", "experts", "gpus"), ("tokens",)),
     "deepep_ll": FamilySpec(("op", "dtype"), ("hidden", "topk", "experts", "gpus"), ("tokens",)),
     "mla_bmm": FamilySpec(("op", "dtype"), (), ("tokens", "heads"), (("dtype", "bf16"),)),
+    # Gated DeltaNet kernels: heads = value heads, kv_heads = key heads (per device), head_dim = the key and value
+    # head dim (the tables measure equal ones)
+    "gdn_prefill": FamilySpec(("op", "dtype"), ("heads", "kv_heads", "head_dim"), ("batch", "seq"),
+                              (("dtype", "bf16"),)),
+    "gdn_decode": FamilySpec(("op", "dtype"), ("heads", "kv_heads", "head_dim"), ("batch",), (("dtype", "bf16"),)),
 }
+# The convolution's kernel taps in the GDN tables (every model measured: Qwen3.5's 4).
+GDN_CONV_TOKENS = 4
 # MLA prefill attention as the simulator prices it: per head, queries and keys of (nope + rope) dims and values of
 # v dims, i.e. a GQA-like attention of kv_heads = heads at their mean width (`sim.core.cost.layers`).
 MLA_PREFILL_DIM = (MLA_DIMS["qk_nope_head_dim"] + MLA_DIMS["qk_rope_head_dim"] + MLA_DIMS["v_head_dim"]) / 2.0
@@ -145,6 +152,17 @@ def reference_s(family: str, cat: dict[str, str], f: dict[str, Any], peaks: Peak
                 else (MLA_DIMS["v_head_dim"], rank))
         flops, nbytes = ops.gemm_work(f["tokens"], n, k, cat["dtype"])
         return f["heads"] * np.maximum(flops / peaks.flops(cat["dtype"]), nbytes / bw)
+    if family in ("gdn_prefill", "gdn_decode"):  # per device heads; one sequence per batch entry
+        h, kv, d = f["heads"], f["kv_heads"], f["head_dim"]
+        seqs = f["batch"]
+        tokens = seqs * f["seq"] if family == "gdn_prefill" else seqs
+        if cat["op"] in ("gdn_conv_prefill", "gdn_conv_decode"):
+            flops, nbytes = ops.gdn_conv_work(tokens, seqs, 2.0 * kv * d + h * d, GDN_CONV_TOKENS)
+        elif cat["op"] == "gdn_chunk_prefill":
+            flops, nbytes = ops.gdn_chunk_work(tokens, seqs, h, kv, d, d)
+        else:
+            flops, nbytes = ops.gdn_recurrent_work(seqs, h, kv, d, d)
+        return np.maximum(flops / peaks.flops("bf16"), nbytes / bw)
     if family in ("deepep_normal", "deepep_ll"):
         width = ops.check_dtype(cat["dtype"])["act_bytes"]
         return f["tokens"] * f["topk"] * f["hidden"] * width / peaks.link_bytes_per_s

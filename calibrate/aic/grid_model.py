@@ -13,6 +13,8 @@
 | `attn_mla_prefill` | batch, seq (new tokens per sequence, no cached prefix), heads (per device); dtype = KV-cache format, compute; DeepSeek-V3's MLA dimensions (`names.MLA_DIMS`) | mla_prefill: the attention kernel alone, no projection |
 | `attn_mla_decode` | batch, ctx (cached tokens per sequence, the new one included), heads (per device; draft tokens verified count as heads), dtype, compute | mla_decode: the kernel alone, weights absorbed |
 | `mla_bmm_pre`, `mla_bmm_post` | tokens (decoding query tokens), heads (per device), dtype | mla_bmm: MLA decode's absorbed per-head products, batched over heads |
+| `gdn_conv_prefill`, `gdn_chunk_prefill` | batch (sequences), seq (new tokens per sequence), heads (value heads per device), kv_heads (key heads), head_dim | gdn_prefill: Gated DeltaNet's causal convolution and chunked delta rule, the kernels alone |
+| `gdn_conv_decode`, `gdn_recurrent_decode` | batch (sequences, one token each), heads, kv_heads, head_dim | gdn_decode: the convolution and the delta rule through the per-sequence state |
 | `deepep_dispatch`, `deepep_combine` | tokens (per EP rank before dispatch), hidden, topk, experts (the layer's), gpus (EP ranks, 8 per node), kernel (normal, low_latency), dtype (dispatch fp8_block, combine bf16: what the tables moved) | deepep_normal or deepep_ll |
 
 `prefill_shape`, `decode_shape` turn the simulator's batch sums into those shapes. Grids are built on first use and
@@ -44,7 +46,13 @@ _SIGNATURES: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "deepep_combine": (("tokens", "hidden", "topk", "experts", "gpus"), {"kernel": "normal", "dtype": "bf16"}),
     "mla_bmm_pre": (("tokens", "heads"), {"dtype": "bf16"}),
     "mla_bmm_post": (("tokens", "heads"), {"dtype": "bf16"}),
+    "gdn_conv_prefill": (("batch", "seq", "heads", "kv_heads", "head_dim"), {"dtype": "bf16"}),
+    "gdn_chunk_prefill": (("batch", "seq", "heads", "kv_heads", "head_dim"), {"dtype": "bf16"}),
+    "gdn_conv_decode": (("batch", "heads", "kv_heads", "head_dim"), {"dtype": "bf16"}),
+    "gdn_recurrent_decode": (("batch", "heads", "kv_heads", "head_dim"), {"dtype": "bf16"}),
 }
+GDN_OP_FAMILY = {"gdn_conv_prefill": "gdn_prefill", "gdn_chunk_prefill": "gdn_prefill",
+                 "gdn_conv_decode": "gdn_decode", "gdn_recurrent_decode": "gdn_decode"}
 DEEPEP_FAMILY = {"normal": "deepep_normal", "low_latency": "deepep_ll"}
 # NCCL was measured in fp16 ("half") and int8; a bf16 collective moves the same bytes (assumption: same speed).
 _NCCL_DTYPE = {"bf16": "fp16"}
@@ -164,6 +172,8 @@ class GridModel:
             return "moe", (s["dtype"], s["distribution"])
         if op in ("mla_bmm_pre", "mla_bmm_post"):
             return "mla_bmm", (op, s["dtype"])
+        if op in GDN_OP_FAMILY:
+            return GDN_OP_FAMILY[op], (op, s["dtype"])
         if op in ("attn_mla_prefill", "attn_mla_decode"):
             return op.replace("attn_", ""), (s["dtype"], s["compute"])
         if op in ("deepep_dispatch", "deepep_combine"):

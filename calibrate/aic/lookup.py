@@ -40,6 +40,8 @@ FREE: dict[str, tuple[str, ...]] = {
     "allreduce": ("bytes",), "all_gather": ("bytes",), "reduce_scatter": ("bytes",), "all_to_all": ("bytes",),
     "attn_mla_prefill": ("batch", "seq"), "attn_mla_decode": ("batch", "ctx"), "deepep_dispatch": ("tokens",),
     "deepep_combine": ("tokens",), "mla_bmm_pre": ("tokens",), "mla_bmm_post": ("tokens",),
+    "gdn_conv_prefill": ("batch", "seq"), "gdn_chunk_prefill": ("batch", "seq"), "gdn_conv_decode": ("batch",),
+    "gdn_recurrent_decode": ("batch",),
 }
 
 

@@ -51,6 +51,8 @@ TABLES: dict[str, tuple[str, str]] = {
     "mla_bmm": ("mla_bmm", "mla_bmm_perf"),
     "deepep_normal": ("comm", "wideep_deepep_normal_perf"),
     "deepep_ll": ("comm", "wideep_deepep_ll_perf"),
+    "gdn_prefill": ("linear_attention", "gdn_perf"),
+    "gdn_decode": ("linear_attention", "gdn_perf"),
 }
 # Families measured inside an engine (the rest: NCCL, engine-independent). These decide the default engine (the
 # one whose tables hold the most rows); the MLA attention cores are read from the same engine's folder.
@@ -83,13 +85,28 @@ DEVICE_TOKEN: dict[str, str] = {"h100_sxm": "H100", "h200_sxm": "H200", "a100_sx
 # a model with other MLA dimensions is not priced from them.
 MLA_DIMS: dict[str, int] = {"kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128}
 
+# Gated DeltaNet (Qwen3.5's linear attention), the kernels alone (their projections are GEMMs): one table
+# (`gdn_perf`) whose context-phase rows make `gdn_prefill` and generation-phase rows `gdn_decode`, read from the
+# engine's folder. Each engine names its kernels; they map onto our ops (a kernel not named here is left out).
+GDN_FAMILIES: dict[str, str] = {"gdn_prefill": "context", "gdn_decode": "generation"}
+GDN_KERNELS: dict[str, str] = {
+    "causal_conv1d_fn": "gdn_conv_prefill",                  # the causal convolution over a prompt's tokens
+    "chunk_gated_delta_rule": "gdn_chunk_prefill",           # flash-linear-attention's chunked delta rule (Triton)
+    "chunk_gated_delta_rule_flashinfer": "gdn_chunk_prefill",  # FlashInfer's (vLLM on Hopper and Blackwell)
+    "chunk_gated_delta_rule_triton": "gdn_chunk_prefill",    # vLLM's Triton path where FlashInfer has none
+    "causal_conv1d_update": "gdn_conv_decode",               # one token through the convolution state
+    "fused_recurrent_gated_delta_rule": "gdn_recurrent_decode",  # one token through the recurrent state
+    "fused_recurrent_gated_delta_rule_packed_decode": "gdn_recurrent_decode",
+}
+
 # The op a family's rows are priced as (`GridModel.latency_s(op, ...)`): NCCL rows carry their own op.
 FAMILY_OP: dict[str, str] = {"gemm": "gemm", "attn_prefill": "attn_prefill", "attn_decode": "attn_decode",
                              "moe": "moe_gemm", "custom_allreduce": "allreduce", "mla_prefill": "attn_mla_prefill",
                              "mla_decode": "attn_mla_decode"}
 GRID_OPS: tuple[str, ...] = ("gemm", "attn_prefill", "attn_decode", "moe_gemm", "allreduce", "all_gather",
                              "reduce_scatter", "all_to_all", "attn_mla_prefill", "attn_mla_decode",
-                             "deepep_dispatch", "deepep_combine", "mla_bmm_pre", "mla_bmm_post")
+                             "deepep_dispatch", "deepep_combine", "mla_bmm_pre", "mla_bmm_post",
+                             "gdn_conv_prefill", "gdn_chunk_prefill", "gdn_conv_decode", "gdn_recurrent_decode")
 # DeepEP: each table row holds both phases; the format each phase moves (dispatch: FP8 with one scale per 128
 # values, the `_bandwidth_gbps` columns' bytes; combine: BF16).
 DEEPEP_PHASES: dict[str, str] = {"deepep_dispatch": "fp8_block", "deepep_combine": "bf16"}

@@ -13,7 +13,7 @@ from calibrate.aic.grid import FAMILIES, Peaks
 
 TARGET_PCT = {"gemm": 5.0, "attn_prefill": 5.0, "attn_decode": 5.0, "moe": 5.0, "custom_allreduce": 10.0,
               "nccl": 10.0, "mla_prefill": 5.0, "mla_decode": 5.0, "deepep_normal": 10.0, "deepep_ll": 10.0,
-              "mla_bmm": 5.0}
+              "mla_bmm": 5.0, "gdn_prefill": 10.0, "gdn_decode": 10.0}
 BY_COMBO = ("attn_prefill", "attn_decode", "moe")
 
 
@@ -42,8 +42,9 @@ def family_errors(columns: dict[str, np.ndarray], peaks: Peaks, hardware: str, a
             ana = analytical(family, cols, hardware) / np.asarray(cols["latency_s"], dtype=np.float64) - 1.0
         if family == "nccl":
             parts = [(f"nccl {op}", cols["op"] == op) for op in sorted(set(cols["op"].tolist()))]
-        elif family in ("deepep_normal", "deepep_ll", "mla_bmm"):
-            parts = [(f"{family} {op.replace('deepep_', '').replace('mla_bmm_', '')}", cols["op"] == op)
+        elif family in ("deepep_normal", "deepep_ll", "mla_bmm", "gdn_prefill", "gdn_decode"):
+            parts = [(f"{family} {op.replace('deepep_', '').replace('mla_bmm_', '').replace('gdn_', '')}",
+                      cols["op"] == op)
                      for op in sorted(set(cols["op"].tolist()))]
         elif family == "custom_allreduce":
             parts = [(f"custom_allreduce {v}", cols["variant"] == v) for v in sorted(set(cols["variant"].tolist()))]

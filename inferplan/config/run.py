@@ -196,7 +196,8 @@ class PoolSetup:
     @property
     def max_running_seqs(self) -> int:
         """The most sequences the pool's scheduler runs at once (`max_num_seqs`, 0 where its policy has no such
-        cap): what a sliding-window model's per-sequence window KV is reserved for."""
+        cap): what a sliding-window model's per-sequence window KV and a linear-attention model's state are
+        reserved for."""
         s = self.scheduler.setting("max_num_seqs")
         return int(s.value) if s is not None and isinstance(s.value, (int, float)) and s.value > 0 else 0
 

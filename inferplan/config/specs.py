@@ -42,6 +42,31 @@ class MoESpec:
 
 
 @dataclass(frozen=True)
+class LinearAttentionSpec:
+    """Gated DeltaNet layers (Qwen3-Next, Qwen3.5): linear attention whose per-sequence memory is a fixed-size state
+    instead of a KV cache growing with the context. Each layer projects the hidden state to queries and keys
+    (`num_key_heads` x `key_head_dim` each), values and an output gate (`num_value_heads` x `value_head_dim` each)
+    and two per-value-head gates (decay and write strength), runs a causal depthwise convolution of
+    `conv_kernel_tokens` taps over the query, key and value channels, and updates per value head a
+    `key_head_dim` x `value_head_dim` state with the delta rule. The state kept between steps: that recurrent
+    state in `state_dtype` and the convolution's last `conv_kernel_tokens - 1` inputs in `conv_dtype`."""
+
+    layers: tuple[int, ...]  # 0-based indices of the linear-attention layers
+    num_key_heads: int
+    num_value_heads: int
+    key_head_dim: int
+    value_head_dim: int
+    conv_kernel_tokens: int
+    state_dtype: str = "fp32"
+    conv_dtype: str = "bf16"
+
+    @property
+    def conv_channels(self) -> int:
+        """Channels the causal convolution runs over: queries, keys and values."""
+        return 2 * self.num_key_heads * self.key_head_dim + self.num_value_heads * self.value_head_dim
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     """Transformer shapes: what an iteration computes and how much memory weights and KV take."""
 
@@ -73,6 +98,11 @@ class ModelSpec:
     # RMSNorm of the queries and of the keys over all heads of a layer at once (MiniMax-M2: `qk_norm_type:
     # per_layer`), not per head: with heads split over TP ranks each layer all-reduces the partial sums of squares.
     qk_norm_across_heads: bool = False
+    # A sigmoid gate on each full-attention head's output (Qwen3.5 `attn_output_gate`): the query projection is
+    # twice as wide (queries and gates).
+    attention_output_gate: bool = False
+    # Linear-attention layers (Gated DeltaNet); every other layer is the softmax attention above.
+    linear_attention: LinearAttentionSpec | None = None
     source: str = ""
 
     @property
@@ -83,3 +113,8 @@ class ModelSpec:
     def sliding_layer_share(self) -> float:
         """The share of layers whose attention is windowed (0 without a sliding window)."""
         return len(self.sliding_window_layers) / self.num_layers if self.sliding_window_tokens else 0.0
+
+    @property
+    def linear_layer_share(self) -> float:
+        """The share of layers that are linear attention (0 without any)."""
+        return len(self.linear_attention.layers) / self.num_layers if self.linear_attention is not None else 0.0

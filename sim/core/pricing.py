@@ -46,6 +46,6 @@ def pool_steps(run: RunConfig, name: str) -> PoolSteps:
     pricing = build_pool_pricing(setup.model, setup.hardware, setup.pool, run.cost, token_budget=setup.token_budget,
                                  where=f"scenario/{run.scenario.name}: pools.{name}", dep=setup.deployment,
                                  profile=setup.profile, generation=setup.generation,
-                                 window_kv_seqs=setup.max_running_seqs)
+                                 state_seqs=setup.max_running_seqs)
     mem = pricing.memory
     return PoolSteps(name, pricing.cost, mem.num_blocks, mem.block_size_tokens, pricing.devices_per_instance)

@@ -22,6 +22,9 @@ hardware generation's forms (`calibrate.efficiency`), and `sim.core.cost.comm.Li
   for the normal kernels, as the DeepSeek prefill deployment states).
 * custom_allreduce and NCCL all-reduce: `Links.allreduce_s` at tp = gpus; NCCL all-to-all: `Links.all_to_all_s`
   (`generic` kernel) of the per-rank buffer; all-gather and reduce-scatter: the simulator prices none (NaN).
+* gdn_prefill / gdn_decode: `OpPricer.time_s("linear_attn", "bf16", ...)` of the kernel's roofline work as
+  `LayerPricer._linear_prefill` / `_linear_decode` price it (`calibrate.ops.gdn_conv_work`, `gdn_chunk_work`,
+  `gdn_recurrent_work`; `batch` sequences of `seq` tokens, or of one token in decode; a 4-tap convolution).
 It lives with the simulator's programs: calibration never imports the simulator.
 """
 from __future__ import annotations
@@ -54,7 +57,17 @@ def analytical_s(family: str, cols: dict[str, np.ndarray], hardware: str) -> np.
     dtype, compute, op = cols["dtype"], cols["compute"], cols["op"]
     for i in range(n):
         g = {c: num[c][i] for c in num}
-        if family == "gemm":
+        if family in ("gdn_prefill", "gdn_decode"):
+            b, vh, kh, d = g["batch"], g["heads"], g["kv_heads"], g["head_dim"]
+            tokens = b * g["seq"] if family == "gdn_prefill" else b
+            if op[i] in ("gdn_conv_prefill", "gdn_conv_decode"):
+                work = ops.gdn_conv_work(tokens, b, 2.0 * kh * d + vh * d, 4.0)
+            elif op[i] == "gdn_chunk_prefill":
+                work = ops.gdn_chunk_work(tokens, b, vh, kh, d, d)
+            else:
+                work = ops.gdn_recurrent_work(b, vh, kh, d, d)
+            out[i] = pricer.time_s("linear_attn", "bf16", *work)
+        elif family == "gemm":
             m, nn, k = g["m"], g["n"], g["k"]
             out[i] = pricer.gemm_s("gemm", dtype[i], m, nn, k, *ops.gemm_work(m, nn, k, dtype[i]))
         elif family == "attn_prefill":

@@ -344,7 +344,10 @@ def test_shipped_profiles_load_and_fit_the_size_budget():
 
 
 # Families over their median target, with the reason (docs/cost-model.md, "Error"): the cap they must stay under.
-ABOVE_TARGET = {("l40s", "mla_prefill"): 6.0}  # TensorRT-LLM 1.0.0's 1,392 rows: the sparsest MLA table (5.1%)
+ABOVE_TARGET = {("l40s", "mla_prefill"): 6.0,  # TensorRT-LLM 1.0.0's 1,392 rows: the sparsest MLA table (5.1%)
+                # GDN decode: one swept axis (batch 1-1,024 in 11 doublings per head combo), so a held-out batch is
+                # predicted from neighbours two to four times apart (11.8%, 13.6%)
+                ("h200", "gdn_decode recurrent_decode"): 13.0, ("l40s", "gdn_decode conv_decode"): 15.0}
 
 
 REAL = shared_root() / "aic-perf-db" / "systems"

@@ -90,7 +90,7 @@ def test_sinks_add_no_op():
 def _plan(m, seqs: int = 0):
     dep = parse_deployment(None, tp=1, weights_dtype="bf16", where="test")
     return plan_memory(m, TOY_HW, dep, build_layout(m, dep, "test"), kv_dtype="bf16", block_size_tokens=16,
-                       gpu_memory_utilization=0.9, token_budget=1024, fixed_reserve_bytes=0.0, window_kv_seqs=seqs)
+                       gpu_memory_utilization=0.9, token_budget=1024, fixed_reserve_bytes=0.0, state_seqs=seqs)
 
 
 def test_kv_per_token_counts_full_layers_and_the_window_is_held_per_sequence():

@@ -15,7 +15,8 @@ from sim.validate.silicon.table import CSV_PATH, read_table
 
 SIMULATED = "qwen_qwen3_32b_qwen_qwen3_32b_h100_sxm_trtllm_agg_1024x128_c8_tp1_epnone_1"
 FP4 = "kimik2_5_b200_vllm_fp4_agg_1024x1024_c4_cfg636"  # NVFP4 Kimi-K2.5
-ARCHITECTURE = "qwen3_5_b300_sglang_fp4_agg_1024x1024_c8_cfg736"  # hybrid linear attention (B300: edited to H200)
+# A B300 row, edited to an H200 row of gpt-oss-20b (an architecture without a conf/model yaml)
+ARCHITECTURE = "qwen3_5_b300_sglang_fp4_agg_1024x1024_c8_cfg736"
 
 
 def _subset(path, ids, edits=None):
@@ -39,7 +40,7 @@ def test_cli_simulates_counts_unsupported_and_writes_outputs(tmp_path, capsys):
     # The FP4 row on an H100 (which the project has) and on a system it lacks, whatever conf/hardware holds.
     table = _subset(tmp_path / "t.csv", {SIMULATED, FP4, ARCHITECTURE},
                     edits={SIMULATED: {"system": "x9000_sxm"}, FP4: {"system": "h100_sxm"},
-                           ARCHITECTURE: {"system": "h200_sxm"}})
+                           ARCHITECTURE: {"system": "h200_sxm", "model_path": "openai/gpt-oss-20b"}})
     out = tmp_path / "out"
     main([f"csv={table}", f"out={out}", "jobs=1"])
     text = capsys.readouterr().out

@@ -76,7 +76,7 @@ def test_plan_of_an_expressible_row():
     ({"mode": "disagg", "clients": None, "disagg_workers": (2, 1)}, "disagg_no_concurrency"),
     ({"clients": None}, "no_concurrency"),
     ({"model_path": "openai/gpt-oss-20b", "gemm_quant_mode": "nvfp4"}, "architecture"),
-    ({"model_path": "Qwen/Qwen3.5-397B-A17B"}, "architecture"),
+    ({"model_path": "openai/gpt-oss-20b"}, "architecture"),
     ({"model_path": "example/Unknown-7B"}, "model"),
     ({"model_path": "nvidia/Qwen3-32B-NVFP4", "precision": "fp4", "gemm_quant_mode": "nvfp4"}, "fp4_format"),
     ({"model_path": "MiniMaxAI/MiniMax-M2.5", "tp": 4, "moe_tp": 2, "moe_ep": 2}, "parallelism"),
@@ -87,9 +87,15 @@ def test_unsupported_rows_name_their_reason(change, reason):
 
 
 def test_fp4_on_an_unsupported_architecture_lists_both_reasons():
-    p = plan_row(dataclasses.replace(ROW, model_path="Qwen/Qwen3.5-397B-A17B", precision="fp4",
+    p = plan_row(dataclasses.replace(ROW, model_path="openai/gpt-oss-20b", precision="fp4",
                                      gemm_quant_mode="nvfp4", moe_quant_mode="nvfp4"))
     assert p.reason == "architecture" and "fp4_format" in p.also
+
+
+def test_qwen3_5_rows_plan_on_its_yaml():
+    p = plan_row(dataclasses.replace(ROW, model_path="Qwen/Qwen3.5-397B-A17B", system="h200_sxm", tp=8, moe_tp=1,
+                                     moe_ep=8))
+    assert isinstance(p, RowPlan) and p.model == "qwen3_5_397b_a17b"
 
 
 @pytest.mark.parametrize("label", ["nvfp4", "fp8"])

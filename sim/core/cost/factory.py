@@ -184,15 +184,16 @@ def kv_handoff_s(prefill: PoolPricing, decode: PoolPricing, tokens: int) -> floa
 
 def build_pool_pricing(model: ModelSpec, hw: HardwareSpec, p: PoolConfig, cost_cfg: CostConfig, *,
                        token_budget: int, where: str, dep: Deployment, profile=None,
-                       generation: Generation | None = None, window_kv_seqs: int = 0) -> PoolPricing:
+                       generation: Generation | None = None, state_seqs: int = 0) -> PoolPricing:
     """The pool's pricing from inputs resolved at load (inferplan/config/run.py `PoolSetup`: the parsed deployment, the
     measured profile or None, the GPU generation's fitted forms or None, the scheduler's most running sequences:
-    a sliding-window model's window KV is reserved for that many); reads no files."""
+    a sliding-window model's window KV and a linear-attention model's state are reserved for that many); reads no
+    files."""
     lay = build_layout(model, dep, where)
     mem = plan_memory(model, hw, dep, lay, kv_dtype=p.kv_dtype, block_size_tokens=p.block_size_tokens,
                       gpu_memory_utilization=p.gpu_memory_utilization, token_budget=token_budget,
                       fixed_reserve_bytes=p.runtime_reserve_bytes, kv_free_fraction=p.kv_free_memory_fraction,
-                      window_kv_seqs=window_kv_seqs if model.sliding_window_tokens else 0)
+                      state_seqs=state_seqs if model.sliding_window_tokens or model.linear_attention else 0)
     if p.num_gpu_blocks_override is not None:
         blocks = int(p.num_gpu_blocks_override)
         mem = dataclasses.replace(mem, num_blocks=blocks,

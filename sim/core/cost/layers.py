@@ -19,6 +19,7 @@ from sim.core.cost.comm import Links
 from inferplan.config.deployment import Deployment
 from sim.core.cost.host import ELEMENTWISE_KERNELS
 from sim.core.cost.layout import Layout
+from sim.core.cost.linear_attention import LinearAttentionPricer
 from sim.core.cost.pricer import OpPricer
 from sim.core.cost.tables import StepCache
 from sim.core.cost.weights import expert_bytes_per_device, kv_elem_bytes
@@ -76,6 +77,11 @@ class LayerPricer:
         # the keys: no op of their own, negligible next to the keys' products.
         self.window = float(m.sliding_window_tokens)
         self.window_share = m.sliding_layer_share
+        # Linear-attention (Gated DeltaNet) layers: the same mean, `linear_share` of the layers priced as their
+        # projections and kernels (`sim.core.cost.linear_attention`).
+        self.linear_share = m.linear_layer_share
+        la = m.linear_attention
+        self.linear: LinearAttentionPricer | None = None if la is None else LinearAttentionPricer(la, lay.tp, pricer)
         e = m.moe
         if e is not None:
             self.base_imbalance = ex.base_imbalance(dep.experts, e.num_experts, lay.ep)
@@ -184,7 +190,10 @@ class LayerPricer:
         launches = 0
         if m.attention_kind == "gqa":
             kv, d = max(1.0, m.num_kv_heads / self.lay.tp), m.head_dim
-            proj = self.gemm(T, (h + 2 * kv) * d, m.hidden_size, f) + self.gemm(T, m.hidden_size, h * d, f)
+            q = 2 * h if m.attention_output_gate else h  # (queries and their output gates)
+            proj = self.gemm(T, (q + 2 * kv) * d, m.hidden_size, f) + self.gemm(T, m.hidden_size, h * d, f)
+            if self.linear_share > 0.0:
+                proj = (1.0 - self.linear_share) * proj + self.linear_share * self._linear_projections(T, f)
         else:
             rank, rope, nope, v = m.kv_lora_rank, m.qk_rope_head_dim, m.qk_nope_head_dim, m.v_head_dim
             q_proj = (self.gemm(T, m.q_lora_rank, m.hidden_size, f) + self.gemm(T, h * (nope + rope), m.q_lora_rank, f)
@@ -211,6 +220,16 @@ class LayerPricer:
             launches += 1 + (self.dep.sparse_attention is not None)
         return proj, launches
 
+    def _linear_projections(self, T: float, f: str) -> float:
+        """One Gated DeltaNet layer's GEMMs on one device: the input projection to queries, keys, values, output
+        gate and the two per-head gates, and the output projection."""
+        la = self.m.linear_attention
+        assert la is not None
+        tp, H = self.lay.tp, self.m.hidden_size
+        v = la.num_value_heads * la.value_head_dim
+        width = (2 * la.num_key_heads * la.key_head_dim + 2 * v + 2 * la.num_value_heads) / tp
+        return self.gemm(T, width, H, f) + self.gemm(T, H, v / tp, f)
+
     def prefill_attention(self, w: Work) -> float:
         """Prefill attention seconds of one layer (0 without prefill tokens), kept by the work's prefill fields
         in the step cache: prompts of the same length share it whatever decodes run beside them."""
@@ -236,6 +255,9 @@ class LayerPricer:
             if self.window_share > 0.0:
                 full = t
                 t = (1.0 - self.window_share) * full + self.window_share * self._windowed_prefill(w, hi)
+            if self.linear is not None:
+                t = ((1.0 - self.linear_share) * t
+                     + self.linear_share * self.linear.prefill_s(w.prefill_tokens, w.prefill_q_sq))
             self.cache.remember(kept, key, t)
         return t
 
@@ -291,6 +313,9 @@ class LayerPricer:
         if m.attention_kind == "gqa":
             kv = int(round(max(1.0, m.num_kv_heads / self.lay.tp)))
             full = self._gqa_decode(seqs, ctx, heads, kv)
+            if self.linear is not None:
+                return t + ((1.0 - self.linear_share) * full
+                            + self.linear_share * self.linear.decode_s(w.decode_seqs * w.queries))
             if self.window_share <= 0.0:
                 return t + full
             # a sliding-window layer reads at most `window` cached tokens per sequence (exact when every

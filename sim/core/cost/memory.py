@@ -10,9 +10,11 @@ block manager treats them as one pool (an approximation: fragmentation across ra
 
 Sliding-window layers keep at most `window` tokens of KV per sequence (the engines free the blocks that slide out),
 so a token's KV grows only the full-attention layers' caches: the per-token bytes count those layers alone, and
-the windowed layers' KV is a per-sequence constant (window + one block of tokens), held for `window_kv_seqs`
+the windowed layers' KV is a per-sequence constant (window + one block of tokens), held for `state_seqs`
 sequences out of the free memory before the blocks are counted (0: not reserved, an undercount of window / length
-of the KV of those layers per sequence).
+of the KV of those layers per sequence). Linear-attention layers (Gated DeltaNet) keep no KV at all: each sequence
+holds a fixed state per layer (`weights.linear_state_bytes`: the recurrent state and the convolution's inputs),
+held for the same `state_seqs` sequences (the engines allocate one state slot per running sequence).
 """
 from __future__ import annotations
 
@@ -22,7 +24,8 @@ from dataclasses import dataclass
 from inferplan.specs import HardwareSpec, ModelSpec
 from inferplan.config.deployment import Deployment
 from sim.core.cost.layout import Layout
-from sim.core.cost.weights import device_host_weight_bytes, device_weight_bytes, kv_layer_bytes, stage_layers
+from sim.core.cost.weights import (device_host_weight_bytes, device_weight_bytes, kv_layer_bytes, linear_state_bytes,
+                                  stage_layers)
 
 
 @dataclass(frozen=True)
@@ -89,27 +92,41 @@ def sliding_layers_in(m: ModelSpec, start: int, count: int) -> int:
     return sum(1 for i in m.sliding_window_layers if start <= i < start + count)
 
 
+def linear_layers_in(m: ModelSpec, start: int, count: int) -> int:
+    """How many of layers start .. start + count - 1 are linear attention (0 without any)."""
+    la = m.linear_attention
+    if la is None:
+        return 0
+    return sum(1 for i in la.layers if start <= i < start + count)
+
+
 def _gb(x: float) -> str:
     return f"{x / 1e9:.1f} GB"
 
 
 def plan_memory(m: ModelSpec, hw: HardwareSpec, dep: Deployment, lay: Layout, *, kv_dtype: str,
                 block_size_tokens: int, gpu_memory_utilization: float, token_budget: int,
-                fixed_reserve_bytes: float, kv_free_fraction: float = 1.0, window_kv_seqs: int = 0) -> MemoryPlan:
+                fixed_reserve_bytes: float, kv_free_fraction: float = 1.0, state_seqs: int = 0) -> MemoryPlan:
     """The instance's memory plan. `kv_free_fraction` < 1: the KV cache takes that share of what weights and
     activations leave of the usable memory (TensorRT-LLM `free_gpu_memory_fraction`), not all of it.
-    `window_kv_seqs`: the sequences whose sliding-window layers' KV is held as a constant (module doc)."""
+    `state_seqs`: the sequences whose sliding-window layers' KV and linear-attention state are held as constants
+    (module doc)."""
     usable = hw.memory_bytes * gpu_memory_utilization
     reserve = activation_reserve_bytes(m, lay, token_budget) + fixed_reserve_bytes
     per_layer_kv = kv_layer_bytes(m, dep, kv_dtype, lay.tp)
-    window_tokens = (m.sliding_window_tokens + block_size_tokens) * window_kv_seqs / lay.dp
+    window_tokens = (m.sliding_window_tokens + block_size_tokens) * state_seqs / lay.dp
+    seq_state_bytes = linear_state_bytes(m, lay.tp) * state_seqs / lay.dp
     devices, blocks_per_rank, problem, start = [], None, "", 0
     for i, st in enumerate(lay.stages):
         dense, moe = stage_layers(m, dep, st)
         windowed = sliding_layers_in(m, start, st.dense_layers + st.moe_layers)
+        linear = linear_layers_in(m, start, st.dense_layers + st.moe_layers)
         start += st.dense_layers + st.moe_layers
-        d = DeviceMemory(i, usable, device_weight_bytes(m, dep, lay, st), reserve + windowed * per_layer_kv
-                         * window_tokens, (dense + moe - windowed) * per_layer_kv,
+        held = windowed * per_layer_kv * window_tokens
+        if linear:
+            held += linear * seq_state_bytes
+        d = DeviceMemory(i, usable, device_weight_bytes(m, dep, lay, st), reserve + held,
+                         (dense + moe - windowed - linear) * per_layer_kv,
                          device_host_weight_bytes(m, dep, lay, st))
         devices.append(d)
         free = d.free_bytes if kv_free_fraction == 1.0 else d.free_bytes * kv_free_fraction
@@ -126,8 +143,10 @@ def plan_memory(m: ModelSpec, hw: HardwareSpec, dep: Deployment, lay: Layout, *,
     per_stage_devices = lay.stage_devices
     kv_tok = lay.tp * sum((d.kv_bytes_per_token for d in devices), 0.0)
     num_blocks = 0 if problem else lay.dp * int(blocks_per_rank or 0)
-    # (a hand-off moves the full layers' KV per token; the windowed layers' last window is not counted)
-    wire_layers = sum(sum(stage_layers(m, dep, st)) for st in lay.stages) - sliding_layers_in(m, 0, m.num_layers)
+    # (a hand-off moves the full layers' KV per token; the windowed layers' last window and the linear layers'
+    # per-sequence state are not counted)
+    wire_layers = (sum(sum(stage_layers(m, dep, st)) for st in lay.stages) - sliding_layers_in(m, 0, m.num_layers)
+                   - linear_layers_in(m, 0, m.num_layers))
     return MemoryPlan(
         device_bytes=lay.devices * hw.memory_bytes, usable_bytes=lay.devices * usable,
         weight_bytes=per_stage_devices * sum((sum(d.weight_bytes.values(), 0.0) for d in devices), 0.0),

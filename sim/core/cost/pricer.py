@@ -264,6 +264,20 @@ class OpPricer:
             curve = self._curves[key] = self.grid.curve(op, heads=heads, dtype=dtype)
         return curve(tokens) / self.efficiency_scale.get("gemm", 1.0)
 
+    def gdn_s(self, op: str, batch: float, seq: float, heads: int, kv_heads: int, head_dim: int) -> float:
+        """A measured Gated DeltaNet kernel (`calibrate.aic.grid_model`: gdn_conv_prefill, gdn_chunk_prefill over
+        `batch` prompts of `seq` new tokens; gdn_conv_decode, gdn_recurrent_decode over `batch` one-token
+        sequences, `seq` unused) with `heads` value heads and `kv_heads` key heads per device."""
+        key = (op, heads, kv_heads, head_dim)
+        curve = self._curves.get(key)
+        if curve is None:
+            curve = self._curves[key] = self.grid.curve(op, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
+                                                        dtype="bf16")
+        scale = self.efficiency_scale.get("linear_attn", 1.0)
+        if op.endswith("_decode"):
+            return float(curve(batch)) / scale
+        return float(curve(batch, seq)) / scale
+
     def moe_block_s(self, dtype: str, tokens: float, hidden: float, inter: float, topk: int, experts: int,
                     tp: int, ep: int, distribution: str) -> float:
         """Measured routed-expert block (up/gate GEMM, activation, down GEMM) of one EP rank receiving about
@@ -366,7 +380,8 @@ def grid_family(op: str) -> str:
     return {"attn_mla_prefill": "mla_prefill", "attn_mla_decode": "mla_decode", "moe_gemm": "moe",
             "mla_bmm_pre": "mla_bmm", "mla_bmm_post": "mla_bmm",
             "allreduce": "custom_allreduce", "all_to_all": "nccl", "deepep_dispatch": "deepep_normal",
-            "deepep_combine": "deepep_normal"}.get(op, op)
+            "deepep_combine": "deepep_normal", "gdn_conv_prefill": "gdn_prefill", "gdn_chunk_prefill": "gdn_prefill",
+            "gdn_conv_decode": "gdn_decode", "gdn_recurrent_decode": "gdn_decode"}.get(op, op)
 
 
 def _one_knot_s(curve: EfficiencyCurve, peak: float, bw: float, scale: float, flops: float, bytes_: float) -> float:

@@ -16,10 +16,32 @@ BF16_BYTES = 2.0
 
 
 def attention_params(m: ModelSpec) -> float:
-    """Parameters of one layer's attention projections."""
+    """Parameters of one layer's attention projections: the mean over the model's layers where some are linear
+    attention (exact for a stage holding both kinds in the model's proportion)."""
+    la = m.linear_attention
+    if la is None:
+        return softmax_attention_params(m)
+    share = m.linear_layer_share
+    return (1.0 - share) * softmax_attention_params(m) + share * linear_attention_params(m)
+
+
+def linear_attention_params(m: ModelSpec) -> float:
+    """Parameters of one Gated DeltaNet layer: the input projection to queries, keys, values and the output gate
+    plus the two per-value-head gates, the depthwise convolution, the per-head decay and step bias, and the output
+    projection."""
+    la = m.linear_attention
+    assert la is not None
+    H, v = m.hidden_size, la.num_value_heads * la.value_head_dim
+    in_proj = H * (2 * la.num_key_heads * la.key_head_dim + 2 * v + 2 * la.num_value_heads)
+    return in_proj + la.conv_channels * la.conv_kernel_tokens + 2 * la.num_value_heads + v * H
+
+
+def softmax_attention_params(m: ModelSpec) -> float:
+    """Parameters of one softmax-attention layer's projections (GQA or MLA)."""
     h, H = m.num_heads, m.hidden_size
     if m.attention_kind == "gqa":
-        return H * (h + 2 * m.num_kv_heads) * m.head_dim + h * m.head_dim * H
+        gate = h * m.head_dim * H if m.attention_output_gate else 0
+        return H * (h + 2 * m.num_kv_heads) * m.head_dim + h * m.head_dim * H + gate
     q = (H * m.q_lora_rank + m.q_lora_rank * h * m.head_dim) if m.q_lora_rank else H * h * m.head_dim
     kv = H * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank * h * (m.qk_nope_head_dim + m.v_head_dim)
     return q + kv + h * m.v_head_dim * H
@@ -48,6 +70,19 @@ def kv_layer_bytes(m: ModelSpec, dep: Deployment, kv_dtype: str, tp: int) -> flo
     if s is not None:
         per += s.indexer_head_dim * check_dtype(s.indexer_dtype)["act_bytes"]
     return per
+
+
+def linear_state_bytes(m: ModelSpec, tp: int) -> float:
+    """Bytes of one sequence's state in one linear-attention layer on one device: the recurrent state (value heads
+    x key dim x value dim) in its format and the convolution's last kernel - 1 inputs; TP shards the heads (at
+    least one value head per device) and the convolution's channels."""
+    la = m.linear_attention
+    if la is None:
+        return 0.0
+    heads = max(1.0, la.num_value_heads / tp)
+    state = heads * la.key_head_dim * la.value_head_dim * check_dtype(la.state_dtype)["act_bytes"]
+    conv = (la.conv_kernel_tokens - 1) * la.conv_channels / tp * check_dtype(la.conv_dtype)["act_bytes"]
+    return state + conv
 
 
 def stage_layers(m: ModelSpec, dep: Deployment, st: Stage) -> tuple[int, int]:

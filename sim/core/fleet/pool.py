@@ -48,7 +48,7 @@ class Pool:
         token_budget = setup.token_budget
         self.pricing = build_pool_pricing(self.model, self.hardware, p, run.cost, token_budget=token_budget,
                                           where=self.where, dep=setup.deployment, profile=setup.profile,
-                                          generation=setup.generation, window_kv_seqs=setup.max_running_seqs)
+                                          generation=setup.generation, state_seqs=setup.max_running_seqs)
         self.memory, self.cost = self.pricing.memory, self.pricing.cost
         mem = self.memory
         # A decode-role pool receives prompts whose KV was computed elsewhere: it never schedules a prompt.

@@ -11,12 +11,11 @@ from sim.validate.deployment import model_for_id, normalize_model_id
 FORMAT_SUFFIXES = ("-nvfp4", "-mxfp4", "-fp4", "-fp8", "-fp8-dynamic", "-int4")
 
 # Normalized model id -> why its architecture is beyond the simulator (the model layer has GQA and MLA, dense and
-# MoE FFNs, sliding-window layers and attention sinks; no linear-attention layers). gpt-oss-20b: the architecture
-# of gpt-oss-120b, but no conf/model yaml for it yet (its config.json is not among the facts read).
+# MoE FFNs, sliding-window layers, attention sinks and Gated DeltaNet linear-attention layers). gpt-oss-20b: the
+# architecture of gpt-oss-120b, but no conf/model yaml for it yet (its config.json is not among the facts read).
+# Qwen3.5-397B-A17B maps to conf/model/qwen3_5_397b_a17b.yaml by its hf_id.
 UNSUPPORTED_ARCHITECTURES = {
     "gpt-oss-20b": "no conf/model for it (gpt-oss-120b's architecture, smaller; its config.json was not read)",
-    "qwen3.5-397b-a17b": "hybrid linear attention: 45 of 60 layers are Gated DeltaNet with a fixed-size state "
-                         "(Qwen/Qwen3.5-397B-A17B config.json layer_types)",
 }
 
 # conf/model name -> deployment keys every row of the model needs, with why.
