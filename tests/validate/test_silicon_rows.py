@@ -53,3 +53,17 @@ def test_an_unversioned_tensorrt_llm_row_runs_the_newest_serving_preset(version)
     p = plan_row(row)
     assert isinstance(p, RowPlan) and p.engine == "trtllm_v1_serve"
     assert any("newest trtllm preset" in a for a in p.assumptions)
+
+
+def test_tp_size_written_as_moe_tp_times_moe_ep_is_the_tp_n_ep_n_the_id_names():
+    row = dataclasses.replace(ROW, id="2026_04_06_gpt_oss_120b_h200_sxm_trtllm_fp4_agg_1024x1024_c4_tp4_ep4_987",
+                              engine="trtllm", engine_version="", model_path="openai/gpt-oss-120b",
+                              system="h200_sxm", precision="fp4", gemm_quant_mode="nvfp4", moe_quant_mode="nvfp4",
+                              tp=16, attention_dp=1, moe_tp=4, moe_ep=4)
+    p = plan_row(row)
+    assert isinstance(p, RowPlan) and p.tp == 4 and p.deployment["ep"] == 4
+    assert any("the TP 4 EP 4 the row's id names" in a for a in p.assumptions)
+    # an id that names no such deployment keeps the columns (a real TP x EP mix: refused)
+    mix = plan_row(dataclasses.replace(row, id="gpt_oss_h100_trtllm_agg_4000x1000_c320_tp4_epnone_4", tp=4,
+                                       moe_tp=2, moe_ep=2))
+    assert not isinstance(mix, RowPlan) and mix.reason == "parallelism"

@@ -113,6 +113,9 @@ def _version_preset(row: SiliconRow, notes: list[str]) -> str | None:
     return _serve_preset(base, version)
 
 
+ID_TP_EP = re.compile(r"_tp(\d+)(?:_0)?_ep(\d+)(?:_0)?_\d+$")   # `..._c64_tp4_ep4_1003`: the deployment an id names
+
+
 def _parallelism(row: SiliconRow, moe: bool, notes: list[str]) -> tuple[int, dict, str | None]:
     """(tp, deployment keys, problem) from the row's TP/PP/attention-DP/MoE columns.
 
@@ -120,12 +123,23 @@ def _parallelism(row: SiliconRow, moe: bool, notes: list[str]) -> tuple[int, dic
     N x N (the vLLM MiniMax-M2.5 and Kimi-K2.5 rows whose ids say `tpN_epN`) is InferenceX's "TP N, EP N with data-
     parallel attention" on N GPUs: N attention ranks of TP 1, the experts over all N. Taken at face value it would be
     N x N GPUs (16 H100s for the H100 rows: two nodes, where the runs are single-node) serving 1/N of the
-    clients (`batch_size` is per rank: `table.client_concurrency`)."""
-    tp, pp, dp, ep = row.tp or 1, row.pp or 1, row.attention_dp or 1, row.moe_ep
-    if moe and dp > 1 and tp == dp and row.moe_ep == tp * dp and (row.moe_tp or 1) == 1:
+    clients (`batch_size` is per rank: `table.client_concurrency`). A second: `tp_size` N x N with `moe_tp_size` and
+    `moe_ep_size` N, in rows whose id names `tpN_epN` (the 2026-04-06 gpt-oss and Qwen3.5 rows; its Qwen3.5 rows
+    repeat the 2026-03-25 measurements, recorded there as `tp_size` N, `moe_tp_size` 1, `moe_ep_size` N), is TP N
+    with the experts EP N on N GPUs."""
+    tp, pp, dp, ep, moe_tp = row.tp or 1, row.pp or 1, row.attention_dp or 1, row.moe_ep, row.moe_tp or 1
+    if moe and dp > 1 and tp == dp and row.moe_ep == tp * dp and moe_tp == 1:
         notes.append(f"tp_size {tp}, attention_dp_size {dp}, moe_ep_size {row.moe_ep}: InferenceX's TP {tp} EP {tp} "
                      f"with data-parallel attention, {tp} GPUs (attention DP {dp} x TP 1, experts EP {tp})")
         tp, ep = 1, dp
+    named = ID_TP_EP.search(row.id)
+    if (moe and dp == 1 and named and named.group(1) == named.group(2) and moe_tp == row.moe_ep == int(named.group(1))
+            and moe_tp > 1 and tp == moe_tp * moe_tp):
+        n = moe_tp
+        notes.append(f"tp_size {tp}, moe_tp_size {n}, moe_ep_size {n}: the TP {n} EP {n} the row's id names, {n} GPUs "
+                     "(tp_size is moe_tp x moe_ep in these rows; the same runs recorded elsewhere in the file read "
+                     f"tp_size {n}, moe_tp_size 1)")
+        tp, ep, moe_tp = n, n, 1
     dep: dict = {}
     if dp > 1:
         dep["dp"] = dp
@@ -133,8 +147,8 @@ def _parallelism(row: SiliconRow, moe: bool, notes: list[str]) -> tuple[int, dic
         dep["pp"] = pp
     if moe and (ep or 0) > 1:
         devices = tp * dp
-        if ep != devices or (row.moe_tp or 1) > 1:
-            return tp, dep, (f"moe_tp {row.moe_tp} x moe_ep {ep} over tp {tp} x attention dp {dp}: expert "
+        if ep != devices or moe_tp > 1:
+            return tp, dep, (f"moe_tp {moe_tp} x moe_ep {ep} over tp {tp} x attention dp {dp}: expert "
                              "parallelism must be 1 or span every device")
         dep["ep"] = devices
     return tp, dep, None
