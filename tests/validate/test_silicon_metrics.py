@@ -120,7 +120,8 @@ def test_gpt_oss_on_blackwell_runs_the_engines_default_mxfp4_kernel(engine, vers
                               moe_quant_mode="nvfp4", engine=engine, engine_version=version, tp=4, moe_tp=4)
     p = plan_row(dataclasses.replace(row, system="b200_sxm"))
     assert (p.weights_dtype, p.deployment) == ("bf16", {"weights": {"experts": experts}})
-    assert any(a.startswith({"trtllm": "TensorRT-LLM", "vllm": "vLLM"}[engine] + " on Blackwell") for a in p.assumptions)
+    name = {"trtllm": "TensorRT-LLM", "vllm": "vLLM"}[engine]
+    assert any(a.startswith(f"{name} on Blackwell") for a in p.assumptions)
     assert plan_row(row).deployment == {"weights": {"experts": "mxfp4"}}  # (H100)
 
 
