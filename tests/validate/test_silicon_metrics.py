@@ -164,3 +164,16 @@ def test_the_matrix_model_yamls_have_their_published_sizes(name, billions, rel):
                                      + m.hidden_size * e.num_experts)
     total += 2 * m.vocab_size * m.hidden_size  # embedding and LM head (untied in all four)
     assert total / 1e9 == pytest.approx(billions, rel=rel)
+
+
+def test_rows_frame_keeps_numbers_numeric_beside_empty_and_nan_cells(tmp_path):
+    """A simulated row none of whose requests completed leaves NaN statistics beside other rows' numbers and the
+    unsupported rows' empty cells: the column is numeric, the parquet file writes."""
+    import pandas as pd
+
+    from sim.validate.silicon.report import typed_frame
+    frame = typed_frame(pd.DataFrame({"sim_ttft_p50_s": [0.5, float("nan"), ""], "reason": ["", "", "fp4_units"],
+                                      "detail": ["", "13 of 13 requests not completed", "'nvfp4'"]}))
+    assert frame["sim_ttft_p50_s"].dtype == float and frame["sim_ttft_p50_s"].isna().tolist() == [False, True, True]
+    assert frame["reason"].tolist() == ["", "", "fp4_units"]
+    frame.to_parquet(tmp_path / "rows.parquet", index=False)
