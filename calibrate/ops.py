@@ -43,6 +43,12 @@ DTYPES: dict[str, dict] = {
     # (W4A16). Activations are counted in bf16 (what enters the kernel on Hopper; on Blackwell the kernel
     # quantises them itself).
     "mxfp4": {"weight_bytes": 0.5 + 1.0 / 32, "act_bytes": 2.0, "compute": "fp4"},
+    # MXFP4 weights with MXFP8 activations (W4A8): the MXFP4 experts above, their activations quantised on the fly
+    # to e4m3 with one 8-bit power-of-two scale per 32 values (8.25 bits), as TensorRT-LLM's and SGLang's
+    # Blackwell MXFP4 MoE kernels (FlashInfer / TensorRT-LLM-gen `w4a8_mxfp4_mxfp8`) run them. Compute format fp8:
+    # Blackwell's block-scaled MMA takes an e2m1 operand against an e4m3 one in its mixed f8f6f4 kind, at the FP8
+    # rate; the doubled FP4 rate needs both operands in FP4 (PTX ISA, tcgen05.mma kinds mxf8f6f4 and mxf4nvf4).
+    "mxfp4_a8": {"weight_bytes": 0.5 + 1.0 / 32, "act_bytes": 1.0 + 1.0 / 32, "compute": "fp8"},
     # NVFP4: e2m1 values with one FP8 (E4M3) scale per 16 (4.5 bits per value), weights and activations (W4A4: the
     # GEMM and MoE kernels quantise activations to NVFP4 on the fly) at the FP4 peak. Blackwell only: Hopper has no
     # NVFP4 kernel (the peak would fall back to bf16's; the measured grids have no NVFP4 table there).

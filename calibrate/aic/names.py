@@ -24,11 +24,13 @@ ENGINE_NAMES: dict[str, str] = {"trtllm": "TensorRT-LLM", "vllm": "vLLM", "sglan
 # imported: int8_wo (weight-only int8: no format of ours).
 GEMM_DTYPES: dict[str, str] = {"bfloat16": "bf16", "float16": "fp16", "fp8": "fp8", "fp8_block": "fp8_block",
                                "int4_wo": "int4_wo", "sq": "int8", "nvfp4": "nvfp4"}
-# MoE formats: `w4a16_mxfp4` is the MXFP4 expert kernel run weight-only (bf16 activations) on Hopper (our mxfp4:
-# its compute falls back to bf16 there); nvfp4 (W4A4, Blackwell). Not imported: w4a8_mxfp4_mxfp8 (MXFP4 weights
-# with MXFP8 activations: no format of ours).
+# MoE formats: `w4a16_mxfp4` is the MXFP4 expert kernel with bf16 activations (our mxfp4: weight-only on Hopper,
+# where its compute falls back to bf16; vLLM's default gpt-oss kernel on Blackwell); `w4a8_mxfp4_mxfp8` the MXFP4
+# experts with MXFP8 activations, measured on Blackwell only (our mxfp4_a8: TensorRT-LLM's and SGLang's default
+# there); nvfp4 (W4A4, Blackwell).
 MOE_DTYPES: dict[str, str] = {"bfloat16": "bf16", "float16": "fp16", "fp8": "fp8", "fp8_block": "fp8_block",
-                              "int4_wo": "int4_wo", "w4a16_mxfp4": "mxfp4", "nvfp4": "nvfp4"}
+                              "int4_wo": "int4_wo", "w4a16_mxfp4": "mxfp4", "w4a8_mxfp4_mxfp8": "mxfp4_a8",
+                              "nvfp4": "nvfp4"}
 # Attention: `attn_dtype` is the math (Q, softmax, PV) format, `kv_cache_dtype` the cache's.
 ATTN_DTYPES: dict[str, str] = {"bfloat16": "bf16", "float16": "fp16", "fp8": "fp8"}
 # Collectives: `message_size` counts elements of this format (checked against bandwidth: docs/cost-model.md).

@@ -29,7 +29,8 @@ class HardwareSpec:
     source: str = ""
 
     def peak_for(self, compute_format: str) -> float:
-        """Peak FLOP/s for a compute format; formats the device lacks fall back to bf16 (e.g. fp8 on A100)."""
+        """Peak FLOP/s for a compute format (`calibrate.ops.DTYPES[...]["compute"]`: fp4 for nvfp4 and mxfp4, fp8
+        for fp8, fp8_block and mxfp4_a8); formats the device lacks fall back to bf16 (fp8 on A100, fp4 on Hopper)."""
         return self.peak_flops_per_s.get(compute_format) or self.peak_flops_per_s["bf16"]
 
 

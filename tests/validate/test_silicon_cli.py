@@ -14,17 +14,17 @@ from sim.validate.silicon.runner import run_matrix
 from sim.validate.silicon.table import CSV_PATH, read_table
 
 SIMULATED = "qwen_qwen3_32b_qwen_qwen3_32b_h100_sxm_trtllm_agg_1024x128_c8_tp1_epnone_1"
-FP4 = "kimik2_5_b200_vllm_fp4_agg_1024x1024_c4_cfg636"  # NVFP4 Kimi-K2.5
-# A B300 row, edited to an H200 row of gpt-oss-20b (an architecture without a conf/model yaml)
-ARCHITECTURE = "qwen3_5_b300_sglang_fp4_agg_1024x1024_c8_cfg736"
+FP4 = "kimik2_5_b200_vllm_fp4_agg_1024x1024_c4_cfg636"  # NVFP4 Kimi-K2.5 (moved to an H100: no NVFP4 kernel)
+ARCHITECTURE = "qwen3_5_b300_sglang_fp4_agg_1024x1024_c8_cfg736"  # B300: edited to an H200 row of gpt-oss-20b
+# (an architecture without a conf/model yaml)
 
 
-def _subset(path, ids, edits=None):
-    """A copy of the shipped table with the rows `ids`; `edits[id]` ({column: value}) adds an edited copy of a row
-    (its id suffixed `_edited`)."""
+def _subset(path, ids, edits=None, moved=None):
+    """A copy of the shipped table with the rows `ids`, `moved[id]` ({column: value}) changing a row itself;
+    `edits[id]` adds an edited copy of a row (its id suffixed `_edited`)."""
     with CSV_PATH.open(newline="") as fh:
         reader = csv.DictReader(fh)
-        recs = [r for r in reader if r["id"] in ids]
+        recs = [{**r, **(moved or {}).get(r["id"], {})} for r in reader if r["id"] in ids]
         fields = reader.fieldnames
     for r in list(recs):
         if edits and r["id"] in edits:
@@ -37,27 +37,26 @@ def _subset(path, ids, edits=None):
 
 
 def test_cli_simulates_counts_unsupported_and_writes_outputs(tmp_path, capsys):
-    # The FP4 row on an H100 (which the project has) and on a system it lacks, whatever conf/hardware holds.
+    # The NVFP4 row on an H100 (which the project has, without FP4 units) and on a system it lacks.
     table = _subset(tmp_path / "t.csv", {SIMULATED, FP4, ARCHITECTURE},
-                    edits={SIMULATED: {"system": "x9000_sxm"}, FP4: {"system": "h100_sxm"},
-                           ARCHITECTURE: {"system": "h200_sxm", "model_path": "openai/gpt-oss-20b"}})
+                    edits={SIMULATED: {"system": "x9000_sxm"}, FP4: {"system": "x9000_sxm"},
+                           ARCHITECTURE: {"system": "h200_sxm", "model_path": "openai/gpt-oss-20b"}},
+                    moved={FP4: {"system": "h100_sxm"}})
     out = tmp_path / "out"
     main([f"csv={table}", f"out={out}", "jobs=1"])
     text = capsys.readouterr().out
     assert "(6 rows): 1 simulated, 0 failed, 5 not expressible" in text
     assert "  hardware the project lacks (no conf/hardware spec)" in text
     assert "      1  unsupported architecture" in text
-    assert "  FP4 format (the matrix does not express FP4 rows yet" in text
+    assert "  NVFP4 on hardware without FP4 units" in text
     assert "h100_sxm trtllm Qwen3-32B 1024x128" in text and "overall" in text and "5-32 clients" in text
     for name in ("rows.csv", "rows.parquet", "matrix.json", "report.txt", "matrix.html", "matrix.svg",
                  "matrix.vl.json"):
         assert (out / name).is_file(), name
     doc = json.loads((out / "matrix.json").read_text())
     assert doc["schema"] == "inferplan.silicon_matrix/1" and doc["status"] == "completed"
-    # The B200 original counts under FP4, or under hardware where conf/hardware has no b200.
     by_reason = doc["counts"]["unsupported_by_reason"]
-    assert by_reason["architecture"] == 1 and by_reason["hardware"] >= 1 and by_reason["fp4_format"] >= 1
-    assert by_reason["hardware"] + by_reason["fp4_format"] == 4
+    assert by_reason == {"architecture": 1, "hardware": 3, "fp4_units": 1}  # (hardware: x9000 twice, B300)
     assert doc["overall"]["rows"] == 1 and doc["overall"]["ttft"]["rows"] == 1
     rec = next(r for r in csv.DictReader((out / "rows.csv").open()) if r["id"] == SIMULATED)
     assert rec["status"] == "simulated" and rec["preset"] == "trtllm_v1_serve" and rec["band"] == "5-32"

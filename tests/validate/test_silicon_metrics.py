@@ -7,7 +7,7 @@ import math
 import pytest
 
 from sim.validate.silicon.metrics import band, error_pct, grouped, partition, summarize, summary
-from sim.validate.silicon.support import RowPlan, Unsupported, plan_row
+from sim.validate.silicon.support import REASONS, RowPlan, Unsupported, plan_row
 from sim.validate.silicon.table import SiliconRow
 
 
@@ -78,7 +78,9 @@ def test_plan_of_an_expressible_row():
     ({"model_path": "openai/gpt-oss-20b", "gemm_quant_mode": "nvfp4"}, "architecture"),
     ({"model_path": "openai/gpt-oss-20b"}, "architecture"),
     ({"model_path": "example/Unknown-7B"}, "model"),
-    ({"model_path": "nvidia/Qwen3-32B-NVFP4", "precision": "fp4", "gemm_quant_mode": "nvfp4"}, "fp4_format"),
+    ({"model_path": "nvidia/Qwen3-32B-NVFP4", "precision": "fp4", "gemm_quant_mode": "nvfp4"}, "fp4_units"),
+    ({"model_path": "meta-llama/Llama-3.1-70B-Instruct", "system": "b200_sxm", "precision": "fp4",
+      "gemm_quant_mode": "nvfp4"}, "fp4_format"),
     ({"model_path": "MiniMaxAI/MiniMax-M2.5", "tp": 4, "moe_tp": 2, "moe_ep": 2}, "parallelism"),
 ])
 def test_unsupported_rows_name_their_reason(change, reason):
@@ -89,7 +91,38 @@ def test_unsupported_rows_name_their_reason(change, reason):
 def test_fp4_on_an_unsupported_architecture_lists_both_reasons():
     p = plan_row(dataclasses.replace(ROW, model_path="openai/gpt-oss-20b", precision="fp4",
                                      gemm_quant_mode="nvfp4", moe_quant_mode="nvfp4"))
-    assert p.reason == "architecture" and "fp4_format" in p.also
+    assert p.reason == "architecture" and "fp4_units" in p.also
+
+
+def test_nvfp4_rows_run_their_nvfp4_checkpoint_on_fp4_units_only():
+    """NVFP4 on B200 and GB200 (an FP4 peak in conf/hardware): the model's NVFP4 checkpoint, in nvfp4; on Hopper
+    refused with the reason (no NVFP4 kernel), gpt-oss aside (its MXFP4 checkpoint)."""
+    nv = dataclasses.replace(ROW, model_path="nvidia/Qwen3-32B-NVFP4", precision="fp4", gemm_quant_mode="nvfp4",
+                             moe_quant_mode="nvfp4", engine="trtllm", engine_version="1.2.0")
+    for system, hardware in (("b200_sxm", "b200"), ("gb200", "gb200")):
+        p = plan_row(dataclasses.replace(nv, system=system))
+        assert isinstance(p, RowPlan) and (p.hardware, p.model, p.weights_dtype) == (hardware, "qwen3_32b", "nvfp4")
+        assert any("nvidia/Qwen3-32B-NVFP4" in a for a in p.assumptions)
+    kimi = plan_row(dataclasses.replace(nv, model_path="moonshotai/Kimi-K2.5", system="b200_sxm", engine="vllm",
+                                        engine_version="0.17.0", tp=8, moe_tp=1, moe_ep=8))
+    assert (kimi.weights_dtype, kimi.deployment) == ("nvfp4", {"ep": 8})  # (no bf16 groups: not the INT4 checkpoint)
+    h100 = plan_row(nv)
+    assert isinstance(h100, Unsupported) and h100.reason == "fp4_units"
+    assert "without FP4 units" in REASONS[h100.reason]
+
+
+@pytest.mark.parametrize("engine,version,experts", [("trtllm", "1.2.0rc2", "mxfp4_a8"),
+                                                    ("vllm", "0.15.1", "mxfp4")])
+def test_gpt_oss_on_blackwell_runs_the_engines_default_mxfp4_kernel(engine, version, experts):
+    """TensorRT-LLM (and SGLang) run gpt-oss's MXFP4 experts with MXFP8 activations on Blackwell, vLLM with bf16
+    ones; on Hopper every engine runs them weight-only (mxfp4)."""
+    row = dataclasses.replace(ROW, model_path="openai/gpt-oss-120b", precision="fp4", gemm_quant_mode="nvfp4",
+                              moe_quant_mode="nvfp4", engine=engine, engine_version=version, tp=4, moe_tp=4)
+    p = plan_row(dataclasses.replace(row, system="b200_sxm"))
+    assert (p.weights_dtype, p.deployment) == ("bf16", {"weights": {"experts": experts}})
+    name = {"trtllm": "TensorRT-LLM", "vllm": "vLLM"}[engine]
+    assert any(a.startswith(f"{name} on Blackwell") for a in p.assumptions)
+    assert plan_row(row).deployment == {"weights": {"experts": "mxfp4"}}  # (H100)
 
 
 def test_qwen3_5_rows_plan_on_its_yaml():
@@ -137,3 +170,16 @@ def test_the_matrix_model_yamls_have_their_published_sizes(name, billions, rel):
                                      + m.hidden_size * e.num_experts)
     total += 2 * m.vocab_size * m.hidden_size  # embedding and LM head (untied in all four)
     assert total / 1e9 == pytest.approx(billions, rel=rel)
+
+
+def test_rows_frame_keeps_numbers_numeric_beside_empty_and_nan_cells(tmp_path):
+    """A simulated row none of whose requests completed leaves NaN statistics beside other rows' numbers and the
+    unsupported rows' empty cells: the column is numeric, the parquet file writes."""
+    import pandas as pd
+
+    from sim.validate.silicon.report import typed_frame
+    frame = typed_frame(pd.DataFrame({"sim_ttft_p50_s": [0.5, float("nan"), ""], "reason": ["", "", "fp4_units"],
+                                      "detail": ["", "13 of 13 requests not completed", "'nvfp4'"]}))
+    assert frame["sim_ttft_p50_s"].dtype == float and frame["sim_ttft_p50_s"].isna().tolist() == [False, True, True]
+    assert frame["reason"].tolist() == ["", "", "fp4_units"]
+    frame.to_parquet(tmp_path / "rows.parquet", index=False)

@@ -43,13 +43,41 @@ CHECKPOINT_BF16_GROUPS = {
 
 # conf/model name -> (weight format of every group, the experts' format, why): a checkpoint that ships in one
 # format whatever the row's precision column says. gpt-oss is published only as MXFP4 experts with the rest in
-# bf16; the rows' labels (nvfp4, fp8) name what the benchmark requested, not a checkpoint: Hopper has no FP4
+# bf16; the rows' labels (nvfp4, fp8) name what the benchmark requested, not a checkpoint. Hopper has no FP4
 # units, so the engines load the MXFP4 experts and run them weight-only (vLLM's Marlin/Triton MXFP4 MoE,
-# TensorRT-LLM's W4A16 MXFP4 MoE: the `w4a16_mxfp4` tables).
+# TensorRT-LLM's W4A16 MXFP4 MoE: the `w4a16_mxfp4` tables); on Blackwell each engine's default kernel decides
+# the activations' format (`MXFP4_EXPERTS_ON_FP4_UNITS`).
 CHECKPOINT_WEIGHTS = {
     "gpt_oss_120b": ("bf16", "mxfp4", "gpt-oss-120b checkpoint: routed experts MXFP4, attention, router, embedding "
                      "and lm_head bf16 (config.json quantization_config.quant_method mxfp4, modules_to_not_convert); "
                      "the row's precision label is not a checkpoint of this model"),
+}
+
+# Row engine -> (expert format, why): the MXFP4 expert kernel each engine runs by default on hardware with FP4 units
+# (conf/hardware lists an fp4 peak: B200, GB200). The AIConfigurator collections agree: TensorRT-LLM's B200 and
+# GB200 MoE tables measure only `w4a8_mxfp4_mxfp8`; SGLang's GB200 table measures both kernels (its MXFP4 method's
+# kernel, `sglang_mxfp4_flashinfer_trtllm_moe`, only with MXFP8 activations); vLLM's tables measure both, its
+# gpt-oss method's kernel (`vllm_gptossmxfp4moe_flashinfer_trtllm_mxfp4_bf16`) with bf16 activations.
+MXFP4_EXPERTS_ON_FP4_UNITS = {
+    "trtllm": ("mxfp4_a8", "TensorRT-LLM on Blackwell: MXFP4 experts with MXFP8 activations (an MXFP4 checkpoint "
+                           "loads as W4A8_MXFP4_MXFP8 on SM100+, W4A16_MXFP4 below): mxfp4_a8"),
+    "sglang": ("mxfp4_a8", "SGLang on Blackwell: gpt-oss's experts on FlashInfer's MXFP4 MoE (moe_runner_backend "
+                           "flashinfer_mxfp4 on SM100), activations quantised to MXFP8 unless "
+                           "--flashinfer-mxfp4-moe-precision bf16: mxfp4_a8"),
+    "vllm": ("mxfp4", "vLLM on Blackwell: FlashInfer's MXFP4 x BF16 MoE (its SM100 default; MXFP8 activations only "
+                      "with VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1): mxfp4 with bf16 activations"),
+}
+
+# conf/model name -> the NVFP4 checkpoint a row labelled nvfp4 runs on hardware with FP4 units, or the row is not
+# expressed: NVIDIA's ModelOpt re-exports (`nvidia/<model>-NVFP4`; a row may name it or the original with the
+# label). Every weight group is priced in NVFP4 as the row's gemm and moe columns say: which layers a re-export
+# leaves in bf16 (lm_head; on some models attention) is in its config.json, which is not among the facts read.
+# Hopper has no NVFP4 kernel, so these rows are refused there (gpt-oss aside: `CHECKPOINT_WEIGHTS`).
+NVFP4_CHECKPOINTS = {
+    "qwen3_32b": "nvidia/Qwen3-32B-NVFP4",
+    "kimi_k2_5": "nvidia/Kimi-K2.5-NVFP4",
+    "minimax_m2_5": "nvidia/MiniMax-M2.5-NVFP4 (its config.json gives conf/model's attention fields)",
+    "glm_5": "NVIDIA's NVFP4 re-export of GLM-5",
 }
 
 

@@ -108,6 +108,20 @@ def text_report(doc: dict) -> str:
     return "\n".join(lines)
 
 
+def typed_frame(frame):
+    """The records' frame with each column whose filled cells are all numbers as float (empty and NaN cells: NaN,
+    as a simulated row whose requests did not complete leaves its statistics), the others as text."""
+    import pandas as pd
+
+    for col in frame.columns:
+        present = frame[col].replace("", float("nan"))
+        numeric = pd.to_numeric(present, errors="coerce")
+        filled = int(present.notna().sum())
+        if filled and int(numeric.notna().sum()) == filled:
+            frame[col] = numeric
+    return frame
+
+
 def write_outputs(records: list[dict], out_dir: Path, source: Path, rows_total: int, options: dict, wall_s: float,
                   interrupted: bool) -> dict:
     """`matrix.json`, `rows.parquet`, `report.txt` and the chart into `out_dir` (rows.csv is already there);
@@ -119,13 +133,7 @@ def write_outputs(records: list[dict], out_dir: Path, source: Path, rows_total: 
 
     out_dir = Path(out_dir)
     doc = build_doc(records, source, rows_total, options, wall_s, interrupted)
-    frame = pd.DataFrame(records, columns=list(FIELDS))
-    for col in frame.columns:  # (mixed "" and numbers: text columns stay text, numeric ones become float)
-        numeric = pd.to_numeric(frame[col].replace("", float("nan")), errors="coerce")
-        filled = (frame[col] != "").sum()
-        if filled and numeric.notna().sum() == filled:
-            frame[col] = numeric
-    frame.to_parquet(out_dir / "rows.parquet", index=False)
+    typed_frame(pd.DataFrame(records, columns=list(FIELDS))).to_parquet(out_dir / "rows.parquet", index=False)
     title = f"silicon matrix: {doc['counts']['simulated']} simulated rows ({Path(source).name})"
     doc["files"] = {"rows_csv": str(out_dir / "rows.csv"), "rows_parquet": str(out_dir / "rows.parquet"),
                     "report": str(out_dir / "report.txt"), **write_chart(out_dir, records, title)}

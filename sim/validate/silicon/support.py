@@ -4,8 +4,9 @@ parallelism, engine preset, assumptions) or an `Unsupported` with the reason it 
 Checks, in order (a row is counted under the first that fails; `Unsupported.also` lists the rest):
 hardware (a `conf/hardware` spec), mode (`disagg` needs worker counts and a client concurrency, and the matrix does
 not build prefill/decode pools yet), client concurrency, architecture (`models.UNSUPPORTED_ARCHITECTURES`), model
-(a `conf/model` yaml with the row's `hf_id`), format (FP4 rows are not expressed yet; a model with one
-published checkpoint, `models.CHECKPOINT_WEIGHTS`, runs in its formats whatever the row's label),
+(a `conf/model` yaml with the row's `hf_id`), format (NVFP4 on hardware with FP4 units for a model with an NVFP4
+checkpoint, `models.NVFP4_CHECKPOINTS`; a model with one published checkpoint, `models.CHECKPOINT_WEIGHTS`, runs
+in its formats whatever the row's label, its MXFP4 experts in the engine's kernel, `models.MXFP4_EXPERTS_ON_FP4_UNITS`),
 parallelism (expert parallelism is 1 or every device of the instance), engine (a `conf/engine` preset).
 """
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 
 from calibrate.ops import DTYPES
 from inferplan.errors import InputError
-from inferplan.specs import available, load_model
+from inferplan.specs import available, load_hardware, load_model
 from sim.validate.published import engine_preset
 from sim.validate.silicon import models
 from sim.validate.silicon.table import SiliconRow
@@ -30,7 +31,8 @@ REASONS = {
     "no_concurrency": "no client concurrency (batch_size empty)",
     "architecture": "unsupported architecture (hybrid linear attention; a model the project lacks)",
     "model": "model the project lacks (no conf/model yaml with its hf_id)",
-    "fp4_format": "FP4 format (the matrix does not express FP4 rows yet; the cost model prices NVFP4 on Blackwell)",
+    "fp4_format": "FP4 format without a checkpoint of the model in it (models.NVFP4_CHECKPOINTS)",
+    "fp4_units": "NVFP4 on hardware without FP4 units (no NVFP4 kernel; the checkpoint is not MXFP4)",
     "format": "weight format the cost model lacks",
     "parallelism": "parallelism the deployment cannot express (MoE TP x EP mix)",
     "engine": "engine without a conf/engine preset",
@@ -72,8 +74,19 @@ def hardware_for(system: str) -> str | None:
     return None
 
 
-def _format(mode: str) -> tuple[str | None, str]:
-    """(cost-model weight format or None, reason key if None) of a quant-mode column value."""
+@functools.cache
+def _has_fp4_units(hardware: str) -> bool:
+    """Whether `conf/hardware/<hardware>` lists an FP4 peak (Blackwell), False for a name without a spec."""
+    return hardware in available("hardware") and "fp4" in load_hardware(hardware).peak_flops_per_s
+
+
+def _format(mode: str, model: str | None, fp4_units: bool) -> tuple[str | None, str]:
+    """(cost-model weight format or None, reason key if None) of a quant-mode column value: NVFP4 where the
+    hardware has FP4 units and the model an NVFP4 checkpoint (`models.NVFP4_CHECKPOINTS`)."""
+    if mode == "nvfp4":
+        if not fp4_units:
+            return None, "fp4_units"
+        return ("nvfp4", "") if model in models.NVFP4_CHECKPOINTS else (None, "fp4_format")
     if "fp4" in mode:
         return None, "fp4_format"
     if mode in DTYPES:
@@ -182,13 +195,20 @@ def plan_row(row: SiliconRow) -> RowPlan | Unsupported:
         gemm_mode = "bf16"
         notes.append("precision not recorded: the checkpoint's bf16")
     moe = model is not None and _is_moe(model)
+    fp4_units = _has_fp4_units(hardware)
     if model in models.CHECKPOINT_WEIGHTS:  # (one checkpoint whatever the row's precision label)
         weights, experts, why_ckpt = models.CHECKPOINT_WEIGHTS[model]
         why = why_moe = ""
         notes.append(why_ckpt)
+        if experts == "mxfp4" and fp4_units and row.engine in models.MXFP4_EXPERTS_ON_FP4_UNITS:
+            experts, why_kernel = models.MXFP4_EXPERTS_ON_FP4_UNITS[row.engine]
+            notes.append(why_kernel)
     else:
-        weights, why = _format(gemm_mode)
-        experts, why_moe = _format(row.moe_quant_mode or gemm_mode) if moe else (weights, why)
+        weights, why = _format(gemm_mode, model, fp4_units)
+        experts, why_moe = _format(row.moe_quant_mode or gemm_mode, model, fp4_units) if moe else (weights, why)
+        if "nvfp4" in (weights, experts):
+            notes.append(f"nvfp4 label: the NVFP4 checkpoint {models.NVFP4_CHECKPOINTS[model]}, every weight group "
+                         "in NVFP4 as the row's columns say")
     for w, key, mode in ((weights, why, gemm_mode), (experts, why_moe, row.moe_quant_mode)):
         if w is None and key not in {k for k, _ in reasons}:
             reasons.append((key, f"{mode!r}"))
