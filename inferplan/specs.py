@@ -103,24 +103,34 @@ def _qk_norm(path: Path, att: dict) -> bool:
     return norm == "across_heads"
 
 
+def _attention_block(path: Path, att: dict, key: str, example: str) -> dict | None:
+    """`attention.<key>`: a mapping, or None where absent."""
+    block = att.get(key)
+    if block is not None and not isinstance(block, dict):
+        raise InputError(path, f"attention.{key}", f"is not a mapping: {block!r}", example)
+    return block
+
+
+def _layer_indices(layers: object, num_layers: int) -> tuple[int, ...] | None:
+    """A non-empty list of layer indices below `num_layers`, sorted and unique (None if it is not one)."""
+    if isinstance(layers, list) and layers and all(isinstance(i, int) and 0 <= i < num_layers for i in layers):
+        return tuple(sorted(set(layers)))
+    return None
+
+
 def _sliding_window(path: Path, att: dict, num_layers: int) -> dict:
     """`attention.sliding_window: {tokens: W, layers: even | odd | all | [indices]}` as ModelSpec fields (none: {})."""
-    sw = att.get("sliding_window")
+    sw = _attention_block(path, att, "sliding_window", "give {tokens: 128, layers: even}")
     if sw is None:
         return {}
-    field = "attention.sliding_window"
-    if not isinstance(sw, dict):
-        raise InputError(path, field, f"is not a mapping: {sw!r}", "give {tokens: 128, layers: even}")
     tokens = _int(path, sw, "tokens")
     layers = sw.get("layers", "all")
     patterns = {"even": range(0, num_layers, 2), "odd": range(1, num_layers, 2), "all": range(num_layers)}
-    if isinstance(layers, str) and layers in patterns:
-        indices = tuple(patterns[layers])
-    elif isinstance(layers, list) and all(isinstance(i, int) and 0 <= i < num_layers for i in layers):
-        indices = tuple(sorted(set(layers)))
-    else:
-        raise InputError(path, f"{field}.layers", f"must be even, odd, all or a list of layer indices below "
-                         f"{num_layers}, got {layers!r}", "give e.g. layers: even")
+    indices = tuple(patterns[layers]) if isinstance(layers, str) and layers in patterns else \
+        _layer_indices(layers, num_layers)
+    if indices is None:
+        raise InputError(path, "attention.sliding_window.layers", f"must be even, odd, all or a list of layer "
+                         f"indices below {num_layers}, got {layers!r}", "give e.g. layers: even")
     return {"sliding_window_tokens": tokens, "sliding_window_layers": indices}
 
 
@@ -140,12 +150,11 @@ def _linear_layers(path: Path, field: str, spec: dict, num_layers: int) -> tuple
     """The linear-attention layers: `layers: [indices]`, or `full_attention_interval: N` (every Nth layer, the
     last of each group of N, is full attention; the others linear)."""
     if "layers" in spec:
-        layers = spec["layers"]
-        valid = isinstance(layers, list) and all(isinstance(i, int) and 0 <= i < num_layers for i in layers)
-        if not (valid and layers):
+        indices = _layer_indices(spec["layers"], num_layers)
+        if indices is None:
             raise InputError(path, f"{field}.layers", f"must be a list of layer indices below {num_layers}, got "
-                             f"{layers!r}", "give e.g. layers: [0, 1, 2] or full_attention_interval: 4")
-        return tuple(sorted(set(layers)))
+                             f"{spec['layers']!r}", "give e.g. layers: [0, 1, 2] or full_attention_interval: 4")
+        return indices
     interval = _int(path, spec, "full_attention_interval") if "full_attention_interval" in spec else 0
     if interval < 2:
         raise InputError(path, f"{field}.full_attention_interval", "missing or below 2",
@@ -156,12 +165,10 @@ def _linear_layers(path: Path, field: str, spec: dict, num_layers: int) -> tuple
 def _linear_attention(path: Path, att: dict, num_layers: int) -> dict:
     """`attention.linear_attention: {kind: gated_deltanet, layers | full_attention_interval, num_key_heads,
     num_value_heads, key_head_dim, value_head_dim, conv_kernel_tokens, state_dtype}` as ModelSpec fields."""
-    la = att.get("linear_attention")
+    la = _attention_block(path, att, "linear_attention", "see conf/model/qwen3_5_397b_a17b.yaml")
     if la is None:
         return {}
     field = "attention.linear_attention"
-    if not isinstance(la, dict):
-        raise InputError(path, field, f"is not a mapping: {la!r}", "see conf/model/qwen3_5_397b_a17b.yaml")
     if la.get("kind", "gated_deltanet") != "gated_deltanet":
         raise InputError(path, f"{field}.kind", f"unknown linear attention {la.get('kind')!r}",
                          "use gated_deltanet (the only kind priced)")
