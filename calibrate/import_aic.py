@@ -27,7 +27,7 @@ from calibrate.aic.names import ENGINES, HARDWARE
 from calibrate.aic.report import family_errors, markdown
 from calibrate.profile import write_grid_profile
 from inferplan.errors import InputError, exit_on_input_error
-from inferplan.paths import REPO_ROOT
+from inferplan.paths import REPO_ROOT, shown_path
 from inferplan.specs import load_hardware
 
 OUT_DIR = REPO_ROOT / "calibrate" / "profiles" / "aic"
@@ -64,7 +64,7 @@ def peaks_of(hardware: str) -> tuple[Peaks, dict]:
     hw = load_hardware(hardware)
     peaks = Peaks(dict(hw.peak_flops_per_s), hw.mem_bandwidth_bytes_per_s, hw.intra_node_bandwidth_bytes_per_s)
     return peaks, {"flops_per_s": dict(hw.peak_flops_per_s), "mem_bytes_per_s": hw.mem_bandwidth_bytes_per_s,
-                   "link_bytes_per_s": hw.intra_node_bandwidth_bytes_per_s, "source": hw.source}
+                   "link_bytes_per_s": hw.intra_node_bandwidth_bytes_per_s, "source": shown_path(hw.source)}
 
 
 def import_one(db: AicDb, hardware: str, engine: str | None, out: Path | None,
