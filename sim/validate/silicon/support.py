@@ -129,6 +129,23 @@ def _version_preset(row: SiliconRow, notes: list[str]) -> str | None:
 ID_TP_EP = re.compile(r"_tp(\d+)(?:_0)?_ep(\d+)(?:_0)?_\d+$")   # `..._c64_tp4_ep4_1003`: the deployment an id names
 
 
+def _read_as_named(row: SiliconRow, notes: list[str]) -> tuple[int, int | None, int]:
+    """(tp, moe_ep, moe_tp) of a MoE row, its two encodings read as the deployment its id names (`_parallelism`)."""
+    tp, dp, ep, moe_tp = row.tp or 1, row.attention_dp or 1, row.moe_ep, row.moe_tp or 1
+    if dp > 1 and tp == dp and ep == tp * dp and moe_tp == 1:
+        notes.append(f"tp_size {tp}, attention_dp_size {dp}, moe_ep_size {ep}: InferenceX's TP {tp} EP {tp} "
+                     f"with data-parallel attention, {tp} GPUs (attention DP {dp} x TP 1, experts EP {tp})")
+        return 1, dp, 1
+    named = ID_TP_EP.search(row.id)
+    n = moe_tp
+    if dp == 1 and named and named.group(1) == named.group(2) == str(n) and ep == n > 1 and tp == n * n:
+        notes.append(f"tp_size {tp}, moe_tp_size {n}, moe_ep_size {n}: the TP {n} EP {n} the row's id names, {n} GPUs "
+                     "(tp_size is moe_tp x moe_ep in these rows; the same runs recorded elsewhere in the file read "
+                     f"tp_size {n}, moe_tp_size 1)")
+        return n, n, 1
+    return tp, ep, moe_tp
+
+
 def _parallelism(row: SiliconRow, moe: bool, notes: list[str]) -> tuple[int, dict, str | None]:
     """(tp, deployment keys, problem) from the row's TP/PP/attention-DP/MoE columns.
 
@@ -140,19 +157,8 @@ def _parallelism(row: SiliconRow, moe: bool, notes: list[str]) -> tuple[int, dic
     `moe_ep_size` N, in rows whose id names `tpN_epN` (the 2026-04-06 gpt-oss and Qwen3.5 rows; its Qwen3.5 rows
     repeat the 2026-03-25 measurements, recorded there as `tp_size` N, `moe_tp_size` 1, `moe_ep_size` N), is TP N
     with the experts EP N on N GPUs."""
-    tp, pp, dp, ep, moe_tp = row.tp or 1, row.pp or 1, row.attention_dp or 1, row.moe_ep, row.moe_tp or 1
-    if moe and dp > 1 and tp == dp and row.moe_ep == tp * dp and moe_tp == 1:
-        notes.append(f"tp_size {tp}, attention_dp_size {dp}, moe_ep_size {row.moe_ep}: InferenceX's TP {tp} EP {tp} "
-                     f"with data-parallel attention, {tp} GPUs (attention DP {dp} x TP 1, experts EP {tp})")
-        tp, ep = 1, dp
-    named = ID_TP_EP.search(row.id)
-    if (moe and dp == 1 and named and named.group(1) == named.group(2) and moe_tp == row.moe_ep == int(named.group(1))
-            and moe_tp > 1 and tp == moe_tp * moe_tp):
-        n = moe_tp
-        notes.append(f"tp_size {tp}, moe_tp_size {n}, moe_ep_size {n}: the TP {n} EP {n} the row's id names, {n} GPUs "
-                     "(tp_size is moe_tp x moe_ep in these rows; the same runs recorded elsewhere in the file read "
-                     f"tp_size {n}, moe_tp_size 1)")
-        tp, ep, moe_tp = n, n, 1
+    pp, dp = row.pp or 1, row.attention_dp or 1
+    tp, ep, moe_tp = _read_as_named(row, notes) if moe else (row.tp or 1, row.moe_ep, row.moe_tp or 1)
     dep: dict = {}
     if dp > 1:
         dep["dp"] = dp
