@@ -37,6 +37,7 @@ from sim.core.fleet.autoscaler import ScalerContext, make_autoscaler
 from sim.core.fleet.placement import PLACEMENTS
 from sim.core.instance.engine import build_scheduler
 from sim.core.instance.batching import make_policy
+from sim.core.instance.batching.rules import OVERLAPS
 from sim.core.instance.kv_cache import BlockManager
 from sim.core.router import make_router
 
@@ -138,6 +139,10 @@ def engine_preset(pool_engine, group_engine: dict | None, where: str) -> EngineP
         spec["gpu_memory_utilization_by_tp"] = checked(
             where, "engine.gpu_memory_utilization_by_tp", "write {tp: fraction, ...}, e.g. {1: 0.88, 8: 0.83}",
             lambda: tuple((int(k), float(v)) for k, v in by_tp.items()))
+    hybrid = spec.get("overlap_linear_attention")
+    if hybrid is not None and hybrid not in OVERLAPS:
+        raise InputError(f"conf/engine/{spec.get('name')}.yaml", "overlap_linear_attention", f"{hybrid!r} is not "
+                         "an overlap mode", f"one of {', '.join(OVERLAPS)}, or null (the preset's `overlap`)")
     if spec.get("name") != "generic" and "chunked_prefill" not in spec:
         raise InputError(f"conf/engine/{spec.get('name')}.yaml", "chunked_prefill", "missing",
                          "add `chunked_prefill: true|false`")
@@ -149,7 +154,7 @@ def resolve_pool(name: str, p: PoolConfig, raw: Raw) -> PoolSetup:
     where = f"scenario/{raw.scenario}: pools.{name}"
     blocks = raw.blocks.get(name, {})
     hardware, model = load_hardware(p.hardware), load_model(p.model)
-    engine = engine_preset(blocks.get("engine"), raw.engine, where)
+    engine = engine_preset(blocks.get("engine"), raw.engine, where).for_model(model.linear_attention is not None)
     spec = p
     if not engine.generic:  # the engine's memory defaults replace the pool's
         util, block = engine.memory_settings(p.tp, p.gpu_memory_utilization, p.block_size_tokens)

@@ -166,8 +166,8 @@ def reference_s(family: str, cat: dict[str, str], f: dict[str, Any], peaks: Peak
     if family in ("deepep_normal", "deepep_ll"):
         width = ops.check_dtype(cat["dtype"])["act_bytes"]
         return f["tokens"] * f["topk"] * f["hidden"] * width / peaks.link_bytes_per_s
-    if family == "moe":
-        rows = f["tokens"] * f["topk"]
+    if family == "moe":  # one EP rank's share of the group's tokens x top-k rows
+        rows = f["tokens"] * f["topk"] / f["ep"]
         active = np.minimum(f["experts"] / f["ep"], rows)
         inter = f["inter"] / f["tp"]
         f1, b1 = ops.moe_gemm_work(rows, active, 2.0 * inter, f["hidden"], cat["dtype"])

@@ -7,7 +7,7 @@
 | `gemm` | dtype, m, n, k (rows, output columns, reduction) | gemm |
 | `attn_prefill` | batch, seq (new tokens per sequence, no cached prefix), heads, kv_heads, head_dim (per device); dtype = KV-cache format (bf16, fp8), compute = attention math format (bf16; fp8 where measured) | attn_prefill |
 | `attn_decode` | batch (sequences), ctx (cached tokens per sequence, the new one included), heads, kv_heads, head_dim, dtype, compute | attn_decode |
-| `moe_gemm` | dtype, tokens (per EP rank before dispatch: each rank receives about tokens x topk rows), hidden, inter (the expert's full intermediate size; `tp` splits it), topk, experts (all of the layer's), tp, ep, distribution (balanced, power_law_1.01, power_law_1.2) | moe: the whole routed-expert block (up/gate GEMM, activation, down GEMM) |
+| `moe_gemm` | dtype, tokens (routed by the whole EP group: each EP rank computes about tokens x topk / ep rows), hidden, inter (the expert's full intermediate size; `tp` splits it), topk, experts (all of the layer's), tp, ep, distribution (balanced, power_law_1.01, power_law_1.2) | moe: the whole routed-expert block (up/gate GEMM, activation, down GEMM) |
 | `allreduce` | bytes, gpus, impl (custom: the engine's custom all-reduce captured in a CUDA graph; custom_eager; nccl), dtype | custom_allreduce or nccl |
 | `all_gather`, `reduce_scatter`, `all_to_all` | bytes (the whole buffer: all-gather's output, reduce-scatter's input, all-to-all's per-rank send buffer), gpus, dtype | nccl |
 | `attn_mla_prefill` | batch, seq (new tokens per sequence, no cached prefix), heads (per device); dtype = KV-cache format, compute; DeepSeek-V3's MLA dimensions (`names.MLA_DIMS`) | mla_prefill: the attention kernel alone, no projection |

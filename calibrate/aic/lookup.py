@@ -333,6 +333,15 @@ class GridLookup:
         g = self.model.grid("moe")
         return [] if g is None else sorted(d for f, d in g.groups if f == dtype)
 
+    def moe_tp_measured(self, dtype: str, distribution: str) -> bool:
+        """Whether the MoE block in format `dtype` under `distribution` was measured with its experts split by
+        tensor parallelism (a combo with `tp` > 1, of any shape)."""
+        g = self.model.grid("moe")
+        group = None if g is None else g.groups.get((dtype, distribution))
+        if group is None:
+            return False
+        return bool((group[0][:, FAMILIES["moe"].combo.index("tp")] > 0.0).any())  # (combos are logged)
+
     def latency_s(self, op: str, **shape: Any) -> Any:
         """Seconds of `op` at `shape` (`GridModel.latency_s`'s arguments and units): a float, or an array when a
         free argument (`FREE`) is an array; 0 where there is no work. Raises as `GridModel.latency_s` does."""

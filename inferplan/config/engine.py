@@ -8,7 +8,8 @@ A pool takes the `engine` group's preset (default `generic`: the `batching` grou
 engine version and the source of each default):
   max_num_seqs, max_num_batched_tokens, chunked_prefill, iteration, admission, watermark_fraction, preemption,
   num_scheduler_steps, stream_each_step, cuda_graph_sizes {small: [...], step, max}, new_token_ratio_init/min/decay,
-  host_per_seq_s, overlap, frontend_per_request_s, frontend_per_prompt_token_s, frontend_per_stream_s
+  host_per_seq_s, overlap (+ overlap_linear_attention: the engine's own override for models with linear-attention
+  layers, `EnginePreset.for_model`), frontend_per_request_s, frontend_per_prompt_token_s, frontend_per_stream_s
   (sim/core/instance/frontend.py: the API server's time before a request reaches the scheduler), swap_space_gib,
   gpu_memory_utilization (+ gpu_memory_utilization_by_tp),
   kv_free_memory_fraction, block_size_tokens.
@@ -19,13 +20,13 @@ max_num_seqs -> SGLang's max_running_requests rule over the pool's KV tokens (it
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 POLICY_KEYS = ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "iteration", "admission",
                "watermark_fraction", "preemption", "num_scheduler_steps", "stream_each_step", "cuda_graph_sizes",
                "new_token_ratio_init", "new_token_ratio_min", "new_token_ratio_decay", "host_per_seq_s", "overlap",
                "frontend_per_request_s", "frontend_per_prompt_token_s", "frontend_per_stream_s")
-RULE_KEYS = ("req_pool_cap",)  # (inputs of the `null` rules, not scheduler parameters)
+RULE_KEYS = ("req_pool_cap", "overlap_linear_attention")  # (inputs of rules, not scheduler parameters)
 MEMORY_KEYS = ("gpu_memory_utilization", "gpu_memory_utilization_by_tp", "kv_free_memory_fraction",
                "block_size_tokens", "swap_space_gib")
 DOC_KEYS = ("name", "engine_version")
@@ -70,6 +71,7 @@ class EnginePreset:
     frontend_per_stream_s: float = 0.0           # s per stream the instance holds when the request arrives
     swap_space_gib: float = 0.0                  # host swap space per GPU (preemption: swap)
     req_pool_cap: int = 5120                     # requests: the cap of SGLang's request pool (max_num_seqs rule)
+    overlap_linear_attention: str | None = None  # `overlap` for models with linear-attention layers (None: same)
     gpu_memory_utilization: float | None = None  # None: the `_by_tp` entry, else the pool's own value
     gpu_memory_utilization_by_tp: tuple[tuple[int, float], ...] = ()
     kv_free_memory_fraction: float | None = None  # None: 1.0 (all of what weights and activations leave)
@@ -78,6 +80,13 @@ class EnginePreset:
     @property
     def generic(self) -> bool:
         return self.name == GENERIC
+
+    def for_model(self, linear_attention: bool) -> EnginePreset:
+        """The preset as the engine runs a model with (or without) linear-attention layers: some engines turn
+        their overlap scheduler off for such hybrid models (`overlap_linear_attention`)."""
+        if linear_attention and self.overlap_linear_attention is not None:
+            return replace(self, overlap=self.overlap_linear_attention)
+        return self
 
     def memory_settings(self, tp: int, pool_utilization: float, pool_block_tokens: int) -> tuple[float, int]:
         """(gpu_memory_utilization, block_size_tokens) the engine gives a pool of tensor parallelism `tp`."""

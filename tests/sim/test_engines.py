@@ -164,3 +164,19 @@ def test_sglang_v04_preset_overlaps_and_caps_its_request_pool():
     # End to end on A/B (the constant cost is all host overhead, so overlap hides none of it here): completes.
     a = simulate(run_config(*STEP, "engine=sglang_v04"), AB)
     assert (a.requests["status"] == "completed").all()
+
+
+def test_sglang_0_5_turns_its_overlap_scheduler_off_for_linear_attention_models():
+    """SGLang 0.5.9 forces `disable_overlap_schedule` for hybrid (linear-attention) models whose radix cache runs in
+    no_buffer mode (shared/engine-defaults/sglang.csv): the preset's `overlap_linear_attention` applies to such a
+    model's pool only."""
+    pool = "scenario.pools.main"
+    hybrid = run_config("engine=sglang_v05_serve", f"{pool}.model=qwen3_5_397b_a17b", f"{pool}.hardware=h200",
+                        f"++{pool}.tp=8", f"++{pool}.weights_dtype=fp8")
+    dense = run_config("engine=sglang_v05_serve", f"{pool}.model=qwen3_32b", f"{pool}.hardware=h200")
+    assert hybrid.setups["main"].engine.overlap == "none"
+    assert dense.setups["main"].engine.overlap == "all"
+    assert run_config("engine=sglang_v04", f"{pool}.model=qwen3_5_397b_a17b", f"{pool}.hardware=h200",
+                      f"++{pool}.tp=8", f"++{pool}.weights_dtype=fp8").setups["main"].engine.overlap == "all"
+    with pytest.raises(InputError, match="conf/engine/sglang_v05_serve.yaml: overlap_linear_attention: 'some'"):
+        run_config("engine=sglang_v05_serve", "engine.overlap_linear_attention=some")

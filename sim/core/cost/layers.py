@@ -94,6 +94,7 @@ class LayerPricer:
         self.gqa_grid = False
         self.moe_grid = False
         self.moe_distribution = "balanced"
+        self.moe_tp_as_ep = False
         self._mla_reason = ""
         self._mla_absent = False
         self._mla_noted = ""  # the MLA attentions (prefill, decode) already recorded as measured or not
@@ -114,6 +115,14 @@ class LayerPricer:
                     self.fmt["experts"]))
                 self.moe_grid = pricer.measures("moe_gemm", self.fmt["experts"], dtype=self.fmt["experts"],
                                                 distribution=self.moe_distribution)
+                # Experts split by TP g where the table measured no TP split of this format (TensorRT-LLM's
+                # MXFP4 block on Hopper: EP splits only) are priced as its EP g block at the same tokens: where
+                # the database measured both (every other format, engine and GPU), the TP g block takes the EP g
+                # block's time (median ratio 0.88-0.99 at g = 2-8: `python -m calibrate.aic.moe_splits`), while
+                # the nearest measured combo's efficiency over our own work formula (the TP 1 block's) would
+                # scale the kernels' fixed floor down by g.
+                self.moe_tp_as_ep = (self.moe_grid and lay.ep == 1 and lay.tp > 1
+                                     and not pricer.grid.moe_tp_measured(self.fmt["experts"], self.moe_distribution))
 
     def _mla_dims(self) -> dict[str, int]:
         m = self.m
@@ -366,12 +375,16 @@ class LayerPricer:
             inter = e.expert_intermediate_size / lay.tp
         f = self.fmt["experts"]
         routed = 0.0
-        if rows > 0 and self.moe_grid:  # the measured block: the grid's tokens are per EP rank before dispatch;
-            # under a power-law distribution its kernels saw the skew themselves, so they get the mean tokens
+        if rows > 0 and self.moe_grid:  # the measured block: the grid's tokens are the tokens the whole EP group
+            # routes (each EP rank computes tokens x top_k / ep rows of them: at a fixed token count the measured
+            # EP 2 block takes half the EP 1 block's time even where it is compute-bound); the busiest rank's
+            # `rows` under the balanced distribution, the group's tokens under a power law (whose kernels saw the
+            # skew themselves)
             skewed = self.moe_distribution == "balanced"
-            tokens = rows / e.top_k if skewed else (w.moe_tokens / lay.ep if lay.ep > 1 else T)
+            tokens = rows * lay.ep / e.top_k if skewed else (w.moe_tokens if lay.ep > 1 else T)
+            tp, ep = (1, lay.ep) if lay.ep > 1 else ((1, lay.tp) if self.moe_tp_as_ep else (lay.tp, 1))
             routed = self.pricer.moe_block_s(f, tokens, H, e.expert_intermediate_size, e.top_k, e.num_experts,
-                                             1 if lay.ep > 1 else lay.tp, lay.ep, self.moe_distribution)
+                                             tp, ep, self.moe_distribution)
         elif rows > 0:  # grouped GEMMs: `active` experts of rows / active tokens each; DeepGEMM's contiguous layout
             # with prefill tokens in the step, the masked (CUDA-graph) layout for decode-only steps
             g, per, lay_ = max(active, 1.0), rows / max(active, 1.0), ("contiguous" if w.prefill_tokens else "masked")

@@ -143,6 +143,9 @@ class LayeredCostModel:
                               "cold_experts_per_layer": lay.cold_experts, "cold_traffic_share": self.layers.cold_share}
             if p.grid is not None:  # (the measured MoE block's routing distribution)
                 out["experts"]["moe_distribution"] = self.layers.moe_distribution
+                if self.layers.moe_tp_as_ep:
+                    out["experts"]["moe_tp_split"] = (f"priced as the measured EP {lay.tp} block: the tables measure "
+                                                      "no TP split of this format")
         return out
 
     # -- composition ------------------------------------------------------------------------------------------

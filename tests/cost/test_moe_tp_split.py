@@ -1,0 +1,94 @@
+"""A routed-expert block split by TP where the MoE table measured EP splits only (TensorRT-LLM's MXFP4 block on
+Hopper) is priced as the measured EP block over the same GPUs; a table that measured the TP split prices it
+itself. The database's own TP-versus-EP measurements back the rule (`calibrate.aic.moe_splits`).
+docs/cost-model.md, "A TP split the MoE tables lack"."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from calibrate.aic.moe_splits import summary, tp_over_ep, PROFILES
+from calibrate.profile import load_profile, write_grid_profile
+from inferplan.specs import load_hardware, load_model
+from tests.cost.toys import decode, model
+
+HIDDEN, INTER, EXPERTS, TOPK = 2880, 2880, 128, 4   # gpt-oss-120b's expert block
+TOKENS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+LAWS = {(1, 1): (100e-6, 0.5e-6), (1, 8): (70e-6, 0.1e-6), (8, 1): (40e-6, 0.1e-6)}  # (tp, ep) -> floor, per token
+
+
+def _block_s(tp: int, ep: int, tokens: float) -> float:
+    floor, per_token = LAWS[(tp, ep)]
+    return floor + per_token * tokens
+
+
+def _profile(tmp_path, splits: list[tuple[int, int]]):
+    """An H200 grid profile holding gpt-oss's MXFP4 expert block at the (tp, ep) splits named."""
+    rows = [(tp, ep, t) for tp, ep in splits for t in TOKENS]
+    n = len(rows)
+    nan = np.full(n, np.nan)
+    col = lambda v: np.full(n, v, dtype=float)  # noqa: E731
+    cols = {"family": ["moe"] * n, "op": ["moe_gemm"] * n, "dtype": ["mxfp4"] * n, "compute": [""] * n,
+            "variant": ["balanced"] * n, "kernel": ["synthetic"] * n, "version": ["1.0"] * n,
+            **{c: nan for c in ("m", "n", "k", "batch", "seq", "ctx", "heads", "kv_heads", "head_dim", "gpus",
+                                "bytes")},
+            "tokens": np.array([t for _, _, t in rows], dtype=float), "hidden": col(HIDDEN), "inter": col(INTER),
+            "topk": col(TOPK), "experts": col(EXPERTS), "tp": np.array([tp for tp, _, _ in rows], dtype=float),
+            "ep": np.array([ep for _, ep, _ in rows], dtype=float),
+            "latency_s": np.array([_block_s(tp, ep, t) for tp, ep, t in rows])}
+    hw = load_hardware("h200")
+    meta = {"hardware": "h200", "device": "NVIDIA H200 (synthetic)", "date": "2026-01-01",
+            "peaks": {"flops_per_s": hw.peak_flops_per_s, "mem_bytes_per_s": hw.mem_bandwidth_bytes_per_s,
+                      "link_bytes_per_s": hw.intra_node_bandwidth_bytes_per_s},
+            "provenance": {"moe": {"framework": "trtllm", "version": "1.0", "rows": n}}}
+    name = "_".join(f"tp{tp}ep{ep}" for tp, ep in splits)
+    return load_profile(write_grid_profile(tmp_path / f"{name}.parquet", cols, meta), expected_hardware="h200")
+
+
+def _pool(profile, tp: int, ep: int = 1, **experts):
+    return model(load_model("gpt_oss_120b"), hw=load_hardware("h200"), tp=tp, profile=profile,
+                 deployment={"ep": ep, "weights": {"experts": "mxfp4"}, **({"experts": experts} if experts else {})})
+
+
+def test_an_ep_block_is_asked_for_the_tokens_its_whole_group_routes(tmp_path):
+    """The tables' tokens are the EP group's (each rank computes tokens x top-k / ep rows): a TP 8 EP 8 decode of 8
+    sequences, perfectly balanced, is the EP 8 block at 8 tokens; with the statistical busiest-rank fluctuation of
+    random routing the busiest rank's rows make it more."""
+    profile = _profile(tmp_path, [(1, 1), (1, 8)])
+    flat = _pool(profile, tp=8, ep=8, statistical_imbalance=False)
+    assert flat.step_cost(decode(8, 1000)).parts["moe_gemm"] == pytest.approx(36 * _block_s(1, 8, 8), rel=1e-5)
+    random = _pool(profile, tp=8, ep=8)
+    assert random.step_cost(decode(8, 1000)).parts["moe_gemm"] > 36 * _block_s(1, 8, 8) * 1.001
+
+
+def test_a_tp_split_the_table_lacks_is_priced_as_its_ep_split(tmp_path):
+    profile = _profile(tmp_path, [(1, 1), (1, 8)])
+    tp8 = _pool(profile, tp=8)
+    # every one of the 36 layers' expert blocks: the measured EP 8 block at the rank's 8 tokens
+    assert tp8.step_cost(decode(8, 1000)).parts["moe_gemm"] == pytest.approx(36 * _block_s(1, 8, 8), rel=1e-5)
+    assert "EP 8" in tp8.describe()["experts"]["moe_tp_split"]
+    # the EP 8 pool itself prices the same table (its tokens per rank) and says nothing about a TP split
+    ep8 = _pool(profile, tp=8, ep=8)
+    assert "moe_tp_split" not in ep8.describe()["experts"]
+
+
+def test_a_measured_tp_split_is_priced_from_its_own_rows(tmp_path):
+    profile = _profile(tmp_path, [(1, 1), (1, 8), (8, 1)])
+    tp8 = _pool(profile, tp=8)
+    assert tp8.step_cost(decode(8, 1000)).parts["moe_gemm"] == pytest.approx(36 * _block_s(8, 1, 8), rel=1e-5)
+    assert "moe_tp_split" not in tp8.describe()["experts"]
+
+
+def test_tp1_pools_are_untouched(tmp_path):
+    profile = _profile(tmp_path, [(1, 1), (1, 8)])
+    tp1 = _pool(profile, tp=1)
+    assert tp1.step_cost(decode(8, 1000)).parts["moe_gemm"] == pytest.approx(36 * _block_s(1, 1, 8), rel=1e-5)
+
+
+def test_the_shipped_tables_measure_tp_and_ep_splits_alike():
+    """Where the shipped profiles measured a block both ways, the TP g block's latency over the EP g block's has a
+    median near 1 at g = 2-8 in every token range (what the rule above rests on)."""
+    ratios = tp_over_ep(sorted(PROFILES.glob("*/*.parquet")))
+    assert len(ratios) > 10_000
+    s = summary(ratios[ratios.g.isin([2, 4, 8])])
+    assert s["median"].between(0.8, 1.1).all(), s
