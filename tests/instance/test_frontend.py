@@ -70,6 +70,37 @@ def test_requests_enter_the_scheduler_after_their_delay_and_are_held_meanwhile()
     assert inst.outstanding == 0
 
 
+class PromptCost(FlatCost):
+    """A prefill costs 1 ms per prompt token; any other step STEP_S."""
+
+    def step_cost(self, b: BatchShape, load_s: float = 0.0, host_s: float = 0.0, overlap: int = 0,
+                  back_to_back: bool = False) -> StepCost:
+        if not b.prefill_tokens:
+            return super().step_cost(b, load_s, host_s, overlap, back_to_back)
+        parts = dict.fromkeys(PARTS, 0.0)
+        parts["attention"] = 0.001 * b.prefill_tokens
+        return StepCost(parts["attention"], parts)
+
+
+def test_the_per_prefill_term_is_in_proportion_to_the_prompts_own_prefill_price():
+    """Two prompts of 10 and 40 tokens priced 10 and 40 ms alone: with 2 s per prefill second they enter the
+    scheduler 20 and 80 ms after arriving (and the prefill itself is priced as before)."""
+    env = simpy.Environment()
+    kv = BlockManager(64, 16)
+    policy = EngineBatching(kv, max_num_seqs=8, max_num_batched_tokens=1024, chunked_prefill=True,
+                            frontend=FrontEnd(per_prefill_s=2.0))
+    inst = Instance(env, "p", 0, policy, kv, PromptCost(), lambda r: None, fast_forward=False)
+    inst.state = "active"
+    inst.submit(SimRequest(0, 0.0, 10, 100), 0.0)  # (long outputs: both still running at 80 ms)
+    inst.submit(SimRequest(1, 0.0, 40, 100), 0.0)
+    for until_s, inside in [(0.0199, set()), (0.0201, {0}), (0.0799, {0}), (0.0801, {0, 1})]:
+        env.run(until=until_s)
+        assert in_scheduler(policy) == inside, until_s
+    assert inst.prefill_alone_s(40) == pytest.approx(0.040)
+    preset = EnginePreset(name="x", frontend_per_prefill_s=1.5)
+    assert build_scheduler(preset, BlockManager(8, 16), 4096, 128).frontend == FrontEnd(0.0, 0.0, 0.0, 1.5)
+
+
 def test_a_failed_instance_returns_the_requests_still_in_its_front_end():
     env, inst, policy, _ = instance(FrontEnd(per_request_s=1.0))
     inst.submit(SimRequest(0, 0.0, 10, 2), 0.0)

@@ -13,7 +13,7 @@ from typing import Final
 import numpy as np
 import simpy
 
-from sim.core.cost.base import PARTS, CostModel, StepCost
+from sim.core.cost.base import PARTS, BatchShape, CostModel, StepCost
 from sim.core.cost.tables import StepTable
 from sim.core.instance.batch import ScheduledBatch, decodes_after
 from sim.core.instance.batching import BatchingPolicy
@@ -131,6 +131,7 @@ class Instance:
         # long after `submit`; held meanwhile (in `outstanding`, and in `_front` for `fail`).
         self.frontend = getattr(policy, "frontend", None)
         self._front: dict[int, SimRequest] = {}
+        self._prefill_alone_s: dict[int, float] = {}  # prompt tokens -> its prefill alone (the front end's term)
         self._mode = IDLE
         self._pending: simpy.Event | None = None  # the one event this instance acts on; any other is stale
         self._step: tuple[ScheduledBatch, float, StepCost] | None = None
@@ -213,7 +214,8 @@ class Instance:
         req.pool, req.instance, req.enqueued_s = self.pool, self.index, float(now)
         fe = self.frontend
         if fe is not None:
-            delay = fe.delay_s(req.prompt_tokens, self.outstanding)
+            delay = fe.delay_s(req.prompt_tokens, self.outstanding,
+                               self.prefill_alone_s(req.prompt_tokens) if fe.per_prefill_s > 0.0 else 0.0)
             self.outstanding += 1
             self._front[req.request_id] = req
             ev = self.env.timeout(delay, req)  # (the request rides on the event: no closure)
@@ -230,6 +232,14 @@ class Instance:
             wakes.append(self)
         else:
             self._poke()
+
+    def prefill_alone_s(self, tokens: int) -> float:
+        """Seconds of one prefill of a `tokens`-token prompt with nothing cached, alone on this instance (kept)."""
+        s = self._prefill_alone_s.get(tokens)
+        if s is None:
+            shape = BatchShape(1, tokens, 0, tokens * (tokens + 1) // 2, tokens, 0, 0, 1)
+            s = self._prefill_alone_s[tokens] = self.cost.step_cost(shape).total_s
+        return s
 
     def _enter(self, ev: simpy.Event) -> None:
         """A request (`ev.value`) leaves the front end for the scheduler's `waiting` queue (not if the instance

@@ -5,14 +5,16 @@
 [write=true]`
 
 What is fitted: an engine preset's front-end time (sim/core/instance/frontend.py), per engine, never per model,
-delay_s = frontend_per_request_s + frontend_per_prompt_token_s x prompt tokens + frontend_per_stream_s x streams.
+delay_s = frontend_per_request_s + frontend_per_prompt_token_s x prompt tokens + frontend_per_stream_s x streams
++ frontend_per_prefill_s x the prompt's prefill alone (seconds, priced by the cost model); the per-token term is
+not fitted (`FITTED`).
 Everything else (kernel times, the cost model's step overhead, the scheduler) stays as configured.
 
 How: every row is simulated once with the front-end time at zero (or read from `base=`, a matrix `rows.csv`
 simulated with it at zero, e.g. `runs/validate/silicon/full`): the gap to the measured TTFT median is
 measured - simulated. The delay adds to each request's TTFT, so the fit is a linear one over the rows' features
-[1, mean prompt tokens (0.9 x ISL: uniform in [0.8 ISL, ISL]), streams (clients - 1: a closed loop holds the
-other clients' requests)], minimising the median absolute relative TTFT error (iteratively reweighted least squares,
+[1, streams (clients - 1: a closed loop holds the other clients' requests), the mean prompt's (0.9 x ISL: uniform
+in [0.8 ISL, ISL]) prefill alone on the row's instance (rows.csv `sim_prefill_alone_s`)], minimising the median absolute relative TTFT error (iteratively reweighted least squares,
 L1, each coefficient >= 0). The additive view ignores that a delayed request also delays its client's next one
 (less load: a slightly shorter simulated queue); the matrix re-run with the fitted presets is the check.
 
@@ -45,14 +47,26 @@ from inferplan.errors import exit_on_input_error
 from sim.validate.silicon.runner import read_records
 from sim.validate.silicon.simulate_row import client_option, cost_option
 
-KEYS = ("frontend_per_request_s", "frontend_per_prompt_token_s", "frontend_per_stream_s")
+KEYS = ("frontend_per_request_s", "frontend_per_prompt_token_s", "frontend_per_stream_s", "frontend_per_prefill_s")
+# The terms fitted (indices into KEYS): per request, per stream, per second of the prompt's own prefill price. The
+# per-token term stays at 0: tokenising costs ~1-5 us per token, within the per-request term at these prompts, and
+# a gap that grows with the prompt also shrinks with TP and differs between models, as a prefill price does.
+FITTED = (0, 2, 3)
 ZERO = {k: 0.0 for k in KEYS}
 SYSTEMS = ("h100_sxm", "h200_sxm")
 
 
 def features(rec: dict) -> np.ndarray:
-    """[1, mean prompt tokens, streams] of a row (the delay's coefficients' multipliers)."""
-    return np.array([1.0, 0.9 * rec["isl_tokens"], max(0.0, rec["clients"] - 1.0)])
+    """[1, mean prompt tokens, streams, the mean prompt's prefill alone] of a row (the multipliers of KEYS)."""
+    return np.array([1.0, 0.9 * rec["isl_tokens"], max(0.0, rec["clients"] - 1.0),
+                     float(rec.get("sim_prefill_alone_s") or 0.0)])
+
+
+def _fit(x: np.ndarray, sim: np.ndarray, meas: np.ndarray) -> np.ndarray:
+    """All KEYS' coefficients: the FITTED ones by `fit_l1`, the rest 0."""
+    c = np.zeros(len(KEYS))
+    c[list(FITTED)] = fit_l1(x[:, list(FITTED)], sim, meas)
+    return c
 
 
 def fit_l1(x: np.ndarray, sim: np.ndarray, meas: np.ndarray, lower: np.ndarray | None = None,
@@ -96,18 +110,18 @@ def fit_engine(recs: list[dict]) -> dict:
     x = np.array([features(r) for r in recs])
     sim = np.array([r["sim_ttft_p50_s"] for r in recs])
     meas = np.array([r["measured_ttft_s"] for r in recs])
-    c = fit_l1(x, sim, meas)
+    c = _fit(x, sim, meas)
     models = sorted({r["model"] for r in recs})
     by, held_out = ("model", models) if len(models) > 1 else ("isl_tokens", sorted({r["isl_tokens"] for r in recs}))
     lomo_err, per = [], {}
     for m in held_out:
         test = np.array([r[by] == m for r in recs])
-        cm = fit_l1(x[~test], sim[~test], meas[~test])
+        cm = _fit(x[~test], sim[~test], meas[~test])
         e = errors_pct(x[test], sim[test], meas[test], cm)
         lomo_err.append(e)
         per[str(m)] = {**summary(e), **dict(zip(KEYS, (float(v) for v in cm)))}
     return {"values": dict(zip(KEYS, (float(v) for v in c))), "rows": len(recs), "models": models,
-            "before": summary(errors_pct(x, sim, meas, np.zeros(3))),
+            "before": summary(errors_pct(x, sim, meas, np.zeros(len(KEYS)))),
             "in_sample": summary(errors_pct(x, sim, meas, c)),
             "held_out_by": by, "held_out": summary(np.concatenate(lomo_err)), "held_out_each": per}
 
@@ -219,9 +233,9 @@ def preset_block(engine: str, fit: dict, command: str) -> str:
             f"# TTFT median |err| {fit['before']['median_abs_pct']}% (no front-end time) -> {ins['median_abs_pct']}% "
             "in "
             f"sample, {out['median_abs_pct']}% held out\n# ({held}; held-out bias {out['bias_pct']}%; additive "
-            "predictions of the linear fit).\n" + _search_note(fit) + "# The per-token "
-            "term is far above tokenising (~1-5 us/token): it\n# also absorbs prefill time the kernel prices miss "
-            "(kernel times are never scaled).\n"
+            "predictions of the linear fit).\n" + _search_note(fit) + "# The per-prefill "
+            "term is latency in proportion to the prompt's own prefill price\n# (not GPU time: kernel times are "
+            "never scaled); the per-token term is not fitted (0).\n"
             + "".join(f"{k}: {v[k]:.4g}\n" for k in KEYS))
 
 

@@ -22,8 +22,8 @@ FIELDS = ("id", "status", "reason", "detail", "also", "system", "engine", "engin
           "shape", "isl_tokens", "osl_tokens", "clients", "band", "tp", "weights_dtype", "deployment",
           "measured_ttft_s", "measured_tpot_s", "sim_ttft_p50_s", "sim_ttft_mean_s", "sim_ttft_p90_s",
           "sim_tpot_p50_s", "sim_tpot_mean_s", "sim_tpot_p90_s", "ttft_error_pct", "tpot_error_pct",
-          "ttft_mean_error_pct", "tpot_mean_error_pct", "sim_ttft_round0_p50_s", "sim_ttft_later_p50_s", "requests",
-          "completed", "wall_s", "assumptions", "client", "overrides")
+          "ttft_mean_error_pct", "tpot_mean_error_pct", "sim_ttft_round0_p50_s", "sim_ttft_later_p50_s",
+          "sim_prefill_alone_s", "requests", "completed", "wall_s", "assumptions", "client", "overrides")
 
 
 @dataclass
@@ -58,7 +58,7 @@ def simulated_record(plan: RowPlan, result: dict) -> dict:
         return rec | {"status": "failed", "reason": "failed", "detail": result["failed"]}
     rec |= {k: result[k] for k in ("requests", "completed", "wall_s", "sim_ttft_p50_s", "sim_ttft_mean_s",
                                    "sim_ttft_p90_s", "sim_tpot_p50_s", "sim_tpot_mean_s", "sim_tpot_p90_s",
-                                   "sim_ttft_round0_p50_s", "sim_ttft_later_p50_s")}
+                                   "sim_ttft_round0_p50_s", "sim_ttft_later_p50_s", "sim_prefill_alone_s")}
     row = plan.row
     rec |= {"status": "simulated",
             "ttft_error_pct": error_pct(result["sim_ttft_p50_s"], row.measured_ttft_s),
@@ -97,7 +97,7 @@ class RowWriter:
 NUMERIC = ("isl_tokens", "osl_tokens", "clients", "tp", "measured_ttft_s", "measured_tpot_s", "sim_ttft_p50_s",
            "sim_ttft_mean_s", "sim_ttft_p90_s", "sim_tpot_p50_s", "sim_tpot_mean_s", "sim_tpot_p90_s",
            "ttft_error_pct", "tpot_error_pct", "ttft_mean_error_pct", "tpot_mean_error_pct", "sim_ttft_round0_p50_s",
-           "sim_ttft_later_p50_s", "requests", "completed", "wall_s")
+           "sim_ttft_later_p50_s", "sim_prefill_alone_s", "requests", "completed", "wall_s")
 
 
 def read_records(path: Path) -> list[dict]:
