@@ -23,8 +23,7 @@ from inferplan.interrupts import Interrupted
 from sim.api import scenario_workload
 from sim.compose import compose_config
 from sim.config import load_run_config
-from sim.core.cost.base import BatchShape
-from sim.core.pricing import pool_steps
+from sim.core.pricing import BatchShape, pool_steps
 from sim.simulate import simulate
 from sim.validate.silicon.clients import CHOICES as CLIENT_CHOICES
 from sim.validate.silicon.clients import client_of
