@@ -10,7 +10,7 @@ model, for the comparison of the cost model's op forms with measured tables (sim
 from __future__ import annotations
 
 from inferplan.config.run import RunConfig
-from sim.core.cost.base import BatchShape, CostModel
+from sim.core.cost.base import BatchShape, CostModel, one_prompt
 from sim.core.cost.comm import Links
 from sim.core.cost.experts import active_experts
 from sim.core.cost.factory import build_pool_pricing
@@ -34,6 +34,10 @@ class PoolSteps:
     def step_s(self, shape: BatchShape) -> float:
         """Seconds of one iteration of `shape` (> 0)."""
         return self._cost.step_cost(shape).total_s
+
+    def prefill_alone_s(self, tokens: int) -> float:
+        """Seconds of one prefill of a `tokens`-token prompt alone (the front end's per-prefill multiplier)."""
+        return self._cost.step_cost(one_prompt(tokens)).total_s
 
     def price_steps(self, shapes: list[BatchShape]) -> list[float]:
         """`step_s` of each shape, in order."""

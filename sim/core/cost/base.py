@@ -35,6 +35,11 @@ class BatchShape(NamedTuple):
         return self.prefill_tokens + self.decode_seqs
 
 
+def one_prompt(tokens: int) -> BatchShape:
+    """One prefill of a `tokens`-token prompt with nothing cached (the front end's per-prefill term prices it)."""
+    return BatchShape(1, tokens, 0, tokens * (tokens + 1) // 2, tokens, 0, 0, 1)
+
+
 class StepCost:
     """An iteration's time and its decomposition; `sum(parts.values()) == total_s` up to rounding. `parts` has
     the PARTS keys in PARTS order (the simulator accounts them as a vector).

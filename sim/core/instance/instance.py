@@ -13,7 +13,7 @@ from typing import Final
 import numpy as np
 import simpy
 
-from sim.core.cost.base import PARTS, BatchShape, CostModel, StepCost
+from sim.core.cost.base import PARTS, CostModel, StepCost, one_prompt
 from sim.core.cost.tables import StepTable
 from sim.core.instance.batch import ScheduledBatch, decodes_after
 from sim.core.instance.batching import BatchingPolicy
@@ -237,8 +237,7 @@ class Instance:
         """Seconds of one prefill of a `tokens`-token prompt with nothing cached, alone on this instance (kept)."""
         s = self._prefill_alone_s.get(tokens)
         if s is None:
-            shape = BatchShape(1, tokens, 0, tokens * (tokens + 1) // 2, tokens, 0, 0, 1)
-            s = self._prefill_alone_s[tokens] = self.cost.step_cost(shape).total_s
+            s = self._prefill_alone_s[tokens] = self.cost.step_cost(one_prompt(tokens)).total_s
         return s
 
     def _enter(self, ev: simpy.Event) -> None:

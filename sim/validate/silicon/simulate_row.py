@@ -23,7 +23,7 @@ from inferplan.interrupts import Interrupted
 from sim.api import scenario_workload
 from sim.compose import compose_config
 from sim.config import load_run_config
-from sim.core.pricing import BatchShape, pool_steps
+from sim.core.pricing import pool_steps
 from sim.simulate import simulate
 from sim.validate.silicon.clients import CHOICES as CLIENT_CHOICES
 from sim.validate.silicon.clients import client_of
@@ -115,9 +115,8 @@ def simulate_plan(plan: RowPlan, rounds: int = CLIENT_ROUNDS, engine: dict | Non
                   "sim_ttft_later_p50_s": _stats(ttft_all[done & ~first])["p50"]}
     # The mean prompt (0.9 ISL) priced as one prefill alone on the row's instance: the front end's per-prefill
     # term's multiplier (`sim.validate.silicon.fit`).
-    prompt = int(0.9 * plan.row.isl_tokens)
-    alone = pool_steps(run, "main").step_s(BatchShape(1, prompt, 0, prompt * (prompt + 1) // 2, prompt, 0, 0, 1))
-    return {"requests": int(len(done)), "completed": int(done.sum()), **rounds_p50, "sim_prefill_alone_s": alone,
+    return {"requests": int(len(done)), "completed": int(done.sum()), **rounds_p50,
+            "sim_prefill_alone_s": pool_steps(run, "main").prefill_alone_s(int(0.9 * plan.row.isl_tokens)),
             **{f"sim_ttft_{k}_s": v for k, v in ttft.items()}, **{f"sim_tpot_{k}_s": v for k, v in tpot.items()},
             "wall_s": round(time.perf_counter() - t0, 3), "client": client_of(plan.row, client),
             "overrides": " ".join(ov)}
