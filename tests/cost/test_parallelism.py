@@ -77,6 +77,19 @@ def test_ep_inside_a_node_uses_nvlink_only():
     assert cost.parts["communication"] == pytest.approx(2 * (7 / 8 * 16 * H * 2 / INTRA_BW + 1e-6), rel=1e-12)
 
 
+def test_ep_over_the_tp_group_moves_no_tokens():
+    """One DP rank (ep = tp): every device already holds every token after the attention all-reduce, so the layer
+    pays the TP model's two all-reduces and no dispatch or combine; the experts' rows stay those of EP."""
+    dep = {"ep": 8, "experts": {"statistical_imbalance": False}}
+    ep = model(EP_MOE, tp=8, deployment=dep).step_cost(decode(32, 100))
+    tp = model(EP_MOE, tp=8).step_cost(decode(32, 100))
+    assert ep.parts["communication"] == pytest.approx(tp.parts["communication"], rel=1e-12)
+    assert ep.parts["communication"] > 0.0
+    # The same 8 ranks as DP attention ranks move each token's rows to its experts' devices and back.
+    dp = _ep_model(8).step_cost(decode(32, 100))
+    assert dp.parts["communication"] == pytest.approx(2 * (7 / 8 * 16 * H * 2 / INTRA_BW + 1e-6), rel=1e-12)
+
+
 def test_imbalance_sets_the_busiest_expert_rank():
     def routed(rows: float) -> float:
         active = min(rows, 1.0 - (1 - 4 / 16) ** 64)  # one expert slot per device, hit by 64 tokens x top-4 of 16

@@ -1,6 +1,7 @@
-"""An engine preset's front-end time (sim/core/instance/frontend.py): a request enters the scheduler
-per_request_s + per_prompt_token_s x prompt + per_stream_s x streams after it reaches the instance, is held
-meanwhile, and the all-zero default changes nothing."""
+"""An engine preset's front-end time (sim/core/instance/frontend.py): on the `entry` path a request enters the
+scheduler per_request_s + per_prompt_token_s x prompt + per_stream_s x streams after it reaches the instance and is
+held meanwhile; on the `first_token` path the scheduler takes it at once and the client sees its first token that
+much later; the all-zero default changes nothing."""
 from __future__ import annotations
 
 import numpy as np
@@ -132,3 +133,38 @@ def test_fit_recovers_the_coefficients_of_an_additive_gap_and_keeps_them_nonnega
     # A gap that shrinks with streams: the per-stream coefficient would be negative, so it is dropped (0).
     c = fit_l1(x, sim, sim + 0.2 - 1e-3 * x[:, 2])
     assert c[2] == 0.0 and (c >= 0).all()
+
+
+def test_on_the_first_token_path_the_scheduler_takes_the_request_at_once_and_the_client_waits():
+    fe = FrontEnd(per_request_s=0.05, path="first_token")
+    env, inst, policy, done = instance(fe)
+    inst.submit(SimRequest(0, 0.0, 10, 5), 0.0)
+    req = next(iter(policy.waiting))
+    assert in_scheduler(policy) == {0}  # at once: the engine's iterations are those of no front end
+    env.run()
+    # prefill (engine's first token at 10 ms) then 4 decodes: the engine ends at 50 ms; the client sees the first
+    # token at 60 ms, the others as the engine sends them but never before the first (the stream is in order)
+    assert req.first_token_s == pytest.approx(STEP_S + 0.05)
+    assert done[0] == req.finish_s == pytest.approx(STEP_S + 0.05)
+    # a longer output: the last token comes after the first reached the client, at the engine's time
+    env, inst, policy, done = instance(fe)
+    inst.submit(SimRequest(1, 0.0, 10, 20), 0.0)
+    req = next(iter(policy.waiting))
+    env.run()
+    assert req.first_token_s == pytest.approx(STEP_S + 0.05) and done[1] == pytest.approx(20 * STEP_S)
+    with pytest.raises(ValueError, match="frontend_path"):
+        FrontEnd(path="exit")
+    preset = EnginePreset(name="x", frontend_per_request_s=0.03, frontend_path="first_token")
+    assert build_scheduler(preset, BlockManager(8, 16), 4096, 128).frontend == FrontEnd(0.03, path="first_token")
+
+
+def test_the_client_leaves_when_it_has_the_last_token():
+    """The engine finished the request before its first token reached the client: the closed loop's `on_finish`
+    comes when the client has the stream (the first token's delayed time), not at the engine's finish."""
+    env, inst, policy, done = instance(FrontEnd(per_request_s=0.05, path="first_token"))
+    left: dict[int, float] = {}
+    inst.on_finish = lambda r: left.setdefault(r.request_id, float(env.now))
+    inst.submit(SimRequest(0, 0.0, 10, 2), 0.0)
+    env.run()
+    assert left[0] == pytest.approx(STEP_S + 0.05)
+    assert inst.outstanding == 0

@@ -180,3 +180,13 @@ def test_sglang_0_5_turns_its_overlap_scheduler_off_for_linear_attention_models(
                       f"++{pool}.tp=8", f"++{pool}.weights_dtype=fp8").setups["main"].engine.overlap == "all"
     with pytest.raises(InputError, match="conf/engine/sglang_v05_serve.yaml: overlap_linear_attention: 'some'"):
         run_config("engine=sglang_v05_serve", "engine.overlap_linear_attention=some")
+
+
+def test_a_preset_places_its_front_end_time_on_the_entry_or_the_first_tokens_path():
+    """`frontend_path` (sim/core/instance/frontend.py): `entry` by default, `first_token` when the preset says so; any
+    other value is refused in one line naming the preset file and the key."""
+    assert run_config("engine=vllm_v1_serve").setups["main"].engine.frontend_path == "entry"
+    first = run_config("engine=vllm_v1_serve", "+engine.frontend_path=first_token")
+    assert first.setups["main"].engine.frontend_path == "first_token"
+    with pytest.raises(InputError, match='conf/engine/vllm_v1_serve.yaml: parameters: "frontend_path" must be one'):
+        run_config("engine=vllm_v1_serve", "+engine.frontend_path=exit")

@@ -393,7 +393,12 @@ class LayerPricer:
                       + self.pricer.gemm_s("moe_gemm", f, per, H, inter,
                                            *ops.moe_gemm_work(rows, active, H, inter, f), g, lay_))
         comm = 0.0
-        if lay.ep > 1:
+        # Dispatch and combine move tokens between attention DP ranks. With one DP rank (ep = tp) every device of
+        # the EP group already holds every token after the attention all-reduce: each computes its own experts'
+        # rows and the MLP all-reduce priced with the layer sums their outputs (vLLM runs its all-to-all kernels
+        # only for dp > 1; TensorRT-LLM's MoE all-to-all needs attention DP; SGLang's EP MoE without DP attention
+        # reduces over the TP group).
+        if lay.ep > 1 and lay.dp > 1:
             c = self.dep.communication
             wire = max(T * e.top_k / lay.tp, rows)
             kernel = c.ep_kernel_prefill if w.prefill_tokens else c.ep_kernel_decode
@@ -475,7 +480,7 @@ class LayerPricer:
             parts["dense_gemm"] += dense
             parts["moe_gemm"] = routed
             comm += a2a
-            launches += 1 + 2 * bool(e.shared_experts) + 2 + 2 * (lay.ep > 1)
+            launches += 1 + 2 * bool(e.shared_experts) + 2 + 2 * (lay.ep > 1 and lay.dp > 1)
         else:
             parts["dense_gemm"] += self.dense_ffn(T)
             launches += 2

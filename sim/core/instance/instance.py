@@ -216,6 +216,10 @@ class Instance:
         if fe is not None:
             delay = fe.delay_s(req.prompt_tokens, self.outstanding,
                                self.prefill_alone_s(req.prompt_tokens) if fe.per_prefill_s > 0.0 else 0.0)
+            if fe.at_first_token:  # the scheduler takes it now; the client sees its first token `delay` later
+                req.first_token_delay_s = delay
+                fe = None
+        if fe is not None:
             self.outstanding += 1
             self._front[req.request_id] = req
             ev = self.env.timeout(delay, req)  # (the request rides on the event: no closure)
@@ -367,6 +371,7 @@ class Instance:
     def _first_token(self, req: SimRequest, t_s: float) -> None:
         """`req` emitted its first token, sent to the client at t_s (now): the one place that records it and
         tells the monitors."""
+        t_s += req.first_token_delay_s
         req.first_token_s = t_s
         if self.on_first_token is not None:
             self.on_first_token(req, t_s)
@@ -455,7 +460,17 @@ class Instance:
             self._deliver([(r, 0) for r in finished], now)
         self.outstanding -= len(finished)
         for req in finished:
-            self.on_finish(req)
+            if req.finish_s < req.first_token_s:  # (a front-end delay on the first token outlasted the decode: the
+                # stream arrives in order, so the client has the last token when it has the first)
+                req.finish_s = req.first_token_s
+                ev = self.env.timeout(req.finish_s - now, req)
+                ev.callbacks.append(self._finish_later)
+            else:
+                self.on_finish(req)
+
+    def _finish_later(self, ev: simpy.Event) -> None:
+        """A request (`ev.value`) whose client got its last token after the engine finished it leaves now."""
+        self.on_finish(ev.value)
 
     def _deliver(self, items: list[tuple[SimRequest, int]], now: float) -> None:
         """Requests whose output tokens reached the client now: one ITL gap each since their last delivery

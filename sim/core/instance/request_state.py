@@ -15,7 +15,7 @@ class SimRequest:
                  "prefix_hashes", "num_computed_tokens", "num_output_tokens", "cached_tokens", "first_token_s",
                  "finish_s", "status", "reject_reason", "pool", "instance", "preemptions", "enqueued_s", "next_pool",
                  "fallback", "prefill_pool", "delivered_tokens", "last_token_s", "itl_max_s", "kv_owner",
-                 "kv_held_blocks", "kv_covered_tokens", "kv_shared_tokens", "kv_refs")
+                 "kv_held_blocks", "kv_covered_tokens", "kv_shared_tokens", "kv_refs", "first_token_delay_s")
 
     def __init__(self, request_id: int, arrival_s: float, prompt_tokens: int, output_tokens: int,
                  request_class: int = 0, priority: int = 0, prefix_hashes=None) -> None:
@@ -43,6 +43,7 @@ class SimRequest:
         self.delivered_tokens = 0  # output tokens sent to the client so far (ITL: one gap per delivery)
         self.last_token_s = math.nan   # when the last delivery was sent
         self.itl_max_s = math.nan      # the longest gap between consecutive deliveries
+        self.first_token_delay_s = 0.0  # the front end's delay on the first token's way to the client
         # Its KV in the one block manager that holds it (`kv_owner`; None: none), kept by that manager
         # (`sim.core.instance.kv_cache`): on the request, so that the common decode step's test is an attribute read.
         self.kv_owner: object | None = None
