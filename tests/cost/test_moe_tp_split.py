@@ -1,7 +1,9 @@
 """A routed-expert block split by TP where the MoE table measured EP splits only (TensorRT-LLM's MXFP4 block on
 Hopper) is priced as the measured EP block over the same GPUs; a table that measured the TP split prices it
-itself. The database's own TP-versus-EP measurements back the rule (`calibrate.aic.moe_splits`).
-docs/cost-model.md, "A TP split the MoE tables lack"."""
+itself. The database's own TP-versus-EP
+measurements back the rule (`calibrate.aic.moe_splits`). docs/cost-model.md, "A TP split the MoE tables lack".
+Every price here is the measured balanced block less the weights that random routing leaves unloaded
+(`_unloaded_s`, computed by hand: docs/cost-model.md, "Balanced tables, random routing")."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,6 +11,7 @@ import pytest
 
 from calibrate.aic.moe_splits import summary, tp_over_ep, PROFILES
 from calibrate.profile import load_profile, write_grid_profile
+from calibrate.ops import check_dtype
 from inferplan.specs import load_hardware, load_model
 from tests.cost.toys import decode, model
 
@@ -17,12 +20,37 @@ TOKENS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 LAWS = {(1, 1): (100e-6, 0.5e-6), (1, 8): (70e-6, 0.1e-6), (8, 1): (40e-6, 0.1e-6)}  # (tp, ep) -> floor, per token
 
 
-def _block_s(tp: int, ep: int, tokens: float) -> float:
-    floor, per_token = LAWS[(tp, ep)]
+EXPERT_BYTES = 3 * HIDDEN * INTER * check_dtype("mxfp4")["weight_bytes"]  # gate, up and down of one expert
+H200_BW = load_hardware("h200").mem_bandwidth_bytes_per_s
+
+
+def _block_s(tp: int, ep: int, tokens: float, laws: dict = LAWS) -> float:
+    floor, per_token = laws[(tp, ep)]
     return floor + per_token * tokens
 
 
-def _profile(tmp_path, splits: list[tuple[int, int]]):
+def _unloaded_s(table_tp: int, table_ep: int, tokens: float, pool_tp: int, pool_ep: int) -> float:
+    """The balanced table's rank ran min(E, tokens x k) / table_ep distinct experts (1/table_tp of each); the
+    pool's device under random routing hits E (1 - (1 - k/E)^tokens) shares of 1/pool_tp (no EP), or, under EP,
+    slots (1 - (1 - 1/slots)^rows) whole experts of its slots = E / ep with rows = tokens x k / ep."""
+    measured = min(EXPERTS, tokens * TOPK) / table_ep * EXPERT_BYTES / table_tp
+    if pool_ep > 1:
+        slots = EXPERTS / pool_ep
+        hit = slots * (1 - (1 - 1 / slots) ** (tokens * TOPK / pool_ep)) * EXPERT_BYTES
+    else:
+        hit = EXPERTS * (1 - (1 - TOPK / EXPERTS) ** tokens) * EXPERT_BYTES / pool_tp
+    return max(0.0, measured - hit) / H200_BW
+
+
+def _priced_s(table_tp: int, table_ep: int, tokens: float, pool_tp: int, pool_ep: int = 1, laws: dict = LAWS) -> float:
+    """The measured block less the unloaded weights, never below the loaded ones' time nor above the block."""
+    block = _block_s(table_tp, table_ep, tokens, laws)
+    unloaded = _unloaded_s(table_tp, table_ep, tokens, pool_tp, pool_ep)
+    measured = min(EXPERTS, tokens * TOPK) / table_ep * EXPERT_BYTES / table_tp / H200_BW
+    return min(block, max(block - unloaded, measured - unloaded))
+
+
+def _profile(tmp_path, splits: list[tuple[int, int]], laws: dict = LAWS):
     """An H200 grid profile holding gpt-oss's MXFP4 expert block at the (tp, ep) splits named."""
     rows = [(tp, ep, t) for tp, ep in splits for t in TOKENS]
     n = len(rows)
@@ -35,7 +63,7 @@ def _profile(tmp_path, splits: list[tuple[int, int]]):
             "tokens": np.array([t for _, _, t in rows], dtype=float), "hidden": col(HIDDEN), "inter": col(INTER),
             "topk": col(TOPK), "experts": col(EXPERTS), "tp": np.array([tp for tp, _, _ in rows], dtype=float),
             "ep": np.array([ep for _, ep, _ in rows], dtype=float),
-            "latency_s": np.array([_block_s(tp, ep, t) for tp, ep, t in rows])}
+            "latency_s": np.array([_block_s(tp, ep, t, laws) for tp, ep, t in rows])}
     hw = load_hardware("h200")
     meta = {"hardware": "h200", "device": "NVIDIA H200 (synthetic)", "date": "2026-01-01",
             "peaks": {"flops_per_s": hw.peak_flops_per_s, "mem_bytes_per_s": hw.mem_bandwidth_bytes_per_s,
@@ -56,16 +84,23 @@ def test_an_ep_block_is_asked_for_the_tokens_its_whole_group_routes(tmp_path):
     random routing the busiest rank's rows make it more."""
     profile = _profile(tmp_path, [(1, 1), (1, 8)])
     flat = _pool(profile, tp=8, ep=8, statistical_imbalance=False)
-    assert flat.step_cost(decode(8, 1000)).parts["moe_gemm"] == pytest.approx(36 * _block_s(1, 8, 8), rel=1e-5)
+    assert flat.step_cost(decode(8, 1000)).parts["moe_gemm"] == pytest.approx(36 * _priced_s(1, 8, 8, 8, 8),
+                                                                             rel=1e-5)
+    # random routing: the busiest of 8 ranks gets 4 (1 + sqrt(2 ln 8 / 4)) rows, asked as 2x that many group tokens;
+    # of its 16 experts it hits 16 (1 - (15/16)^rows), the table's rank hit min(16, rows)
+    rows = 4 * (1 + np.sqrt(2 * np.log(8) / 4))
+    block = _block_s(1, 8, rows * 8 / TOPK)
+    unloaded = (min(16.0, rows) - 16 * (1 - (15 / 16) ** rows)) * EXPERT_BYTES / H200_BW
     random = _pool(profile, tp=8, ep=8)
-    assert random.step_cost(decode(8, 1000)).parts["moe_gemm"] > 36 * _block_s(1, 8, 8) * 1.001
+    # (rel 1e-3: the grid interpolates between its measured 16 and 32 tokens in log space)
+    assert random.step_cost(decode(8, 1000)).parts["moe_gemm"] == pytest.approx(36 * (block - unloaded), rel=1e-3)
 
 
 def test_a_tp_split_the_table_lacks_is_priced_as_its_ep_split(tmp_path):
     profile = _profile(tmp_path, [(1, 1), (1, 8)])
     tp8 = _pool(profile, tp=8)
     # every one of the 36 layers' expert blocks: the measured EP 8 block at the rank's 8 tokens
-    assert tp8.step_cost(decode(8, 1000)).parts["moe_gemm"] == pytest.approx(36 * _block_s(1, 8, 8), rel=1e-5)
+    assert tp8.step_cost(decode(8, 1000)).parts["moe_gemm"] == pytest.approx(36 * _priced_s(1, 8, 8, 8), rel=1e-5)
     assert "EP 8" in tp8.describe()["experts"]["moe_tp_split"]
     # the EP 8 pool itself prices the same table (its tokens per rank) and says nothing about a TP split
     ep8 = _pool(profile, tp=8, ep=8)
@@ -75,14 +110,32 @@ def test_a_tp_split_the_table_lacks_is_priced_as_its_ep_split(tmp_path):
 def test_a_measured_tp_split_is_priced_from_its_own_rows(tmp_path):
     profile = _profile(tmp_path, [(1, 1), (1, 8), (8, 1)])
     tp8 = _pool(profile, tp=8)
-    assert tp8.step_cost(decode(8, 1000)).parts["moe_gemm"] == pytest.approx(36 * _block_s(8, 1, 8), rel=1e-5)
+    assert tp8.step_cost(decode(8, 1000)).parts["moe_gemm"] == pytest.approx(36 * _priced_s(8, 1, 8, 8), rel=1e-5)
     assert "moe_tp_split" not in tp8.describe()["experts"]
 
 
 def test_tp1_pools_are_untouched(tmp_path):
     profile = _profile(tmp_path, [(1, 1), (1, 8)])
     tp1 = _pool(profile, tp=1)
-    assert tp1.step_cost(decode(8, 1000)).parts["moe_gemm"] == pytest.approx(36 * _block_s(1, 1, 8), rel=1e-5)
+    assert tp1.step_cost(decode(8, 1000)).parts["moe_gemm"] == pytest.approx(36 * _priced_s(1, 1, 8, 1), rel=1e-5)
+
+
+def test_random_routing_leaves_the_weights_of_the_experts_it_misses_unloaded(tmp_path):
+    """At 32 tokens the balanced table's TP 1 block hit all 128 experts once; random routing hits
+    128 (1 - (1 - 4/128)^32) = 81.6 of them: the other 46 experts' weights (13.2 MB each) at 4.8 TB/s come off.
+    Prefill-sized batches hit every expert either way: the measured block as it is."""
+    laws = {(1, 1): (60e-6, 10e-6), (1, 8): (70e-6, 1e-6)}  # weight-bound up to 32 tokens, as the tables are
+    tp1 = _pool(_profile(tmp_path, [(1, 1), (1, 8)], laws), tp=1)
+    hit = EXPERTS * (1 - (1 - TOPK / EXPERTS) ** 32)
+    assert hit == pytest.approx(81.6, abs=0.1)
+    per_layer = tp1.step_cost(decode(32, 1000)).parts["moe_gemm"] / 36
+    assert per_layer == pytest.approx(_block_s(1, 1, 32, laws) - (EXPERTS - hit) * EXPERT_BYTES / H200_BW, rel=1e-5)
+    assert per_layer < 0.7 * _block_s(1, 1, 32, laws)
+    big = tp1.step_cost(decode(1024, 1000)).parts["moe_gemm"] / 36
+    assert big == pytest.approx(_block_s(1, 1, 1024, laws), rel=1e-5)
+    # a measured block faster than its own weights' bytes allow is never priced up
+    fast = _pool(_profile(tmp_path, [(1, 1), (1, 8)]), tp=1).step_cost(decode(32, 1000)).parts["moe_gemm"] / 36
+    assert fast == pytest.approx(_block_s(1, 1, 32), rel=1e-5)
 
 
 def test_the_shipped_tables_measure_tp_and_ep_splits_alike():

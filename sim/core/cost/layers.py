@@ -385,6 +385,9 @@ class LayerPricer:
             tp, ep = (1, lay.ep) if lay.ep > 1 else ((1, lay.tp) if self.moe_tp_as_ep else (lay.tp, 1))
             routed = self.pricer.moe_block_s(f, tokens, H, e.expert_intermediate_size, e.top_k, e.num_experts,
                                              tp, ep, self.moe_distribution)
+            if skewed:
+                unloaded_s, loaded_s = self._expert_loads_s(tokens, tp, ep, rows)
+                routed = min(routed, max(routed - unloaded_s, loaded_s))
         elif rows > 0:  # grouped GEMMs: `active` experts of rows / active tokens each; DeepGEMM's contiguous layout
             # with prefill tokens in the step, the masked (CUDA-graph) layout for decode-only steps
             g, per, lay_ = max(active, 1.0), rows / max(active, 1.0), ("contiguous" if w.prefill_tokens else "masked")
@@ -408,6 +411,33 @@ class LayerPricer:
         hits = ex.expected_cold_hits(lay.cold_experts, self.cold_share, e.top_k, w.moe_tokens)
         fetch = self.links.host_fetch_s(hits / lay.ep * self.expert_bytes)
         return dense, routed, comm, fetch, rows
+
+    def _expert_loads_s(self, tokens: float, tp: int, ep: int, rows: float) -> tuple[float, float]:
+        """(seconds the measured balanced block spent loading expert weights that random routing leaves unloaded,
+        seconds to load the ones it hits), both at the GPU's memory bandwidth.
+
+        AIConfigurator's balanced routing sends each token's top-k to distinct experts spread evenly, so the
+        measured rank of the table's (tp, ep) split runs min(E, tokens x top_k) / ep distinct experts: every one of
+        its experts is hit once tokens x top_k reaches E (the measured blocks' time grows in proportion to the
+        tokens up to there and is flat after it, in every engine's table). Routing that is uniform at random hits
+        fewer: a device holding `slots` experts (whole under EP, 1/tp of each otherwise) whose `rows` routed rows
+        land at random hits slots x (1 - (1 - 1/slots)^rows) of them (the TP split: E x (1 - (1 - k/E)^tokens)).
+        At decode sizes, where loading the experts' weights is the block's time, the weights of the experts not hit
+        are not read: their bytes at the GPU's memory bandwidth come off (a lower bound: the kernels load at or
+        below it), never below the hit experts' own bytes at that bandwidth nor above the measured block. Batches
+        of prefill size hit every expert either way (no change). docs/cost-model.md, "Balanced tables, random
+        routing"."""
+        e, lay = self.m.moe, self.lay
+        assert e is not None
+        full_bytes = self.expert_bytes * (lay.tp if lay.ep == 1 else 1)
+        measured_bytes = min(float(e.num_experts), tokens * e.top_k) / ep * full_bytes / tp
+        if lay.ep > 1:
+            slots = lay.expert_slots_per_layer / lay.ep
+            hit = slots * (1.0 - (1.0 - 1.0 / slots) ** rows)
+        else:
+            hit = ex.active_experts(e.num_experts, e.num_experts, e.top_k, rows / e.top_k)
+        bw = self.pricer.hw.mem_bandwidth_bytes_per_s
+        return max(0.0, measured_bytes - hit * self.expert_bytes) / bw, hit * self.expert_bytes / bw
 
     # -- a whole layer ----------------------------------------------------------------------------------------
     def layer(self, w: Work, ctx, moe: bool, graphed: bool = True) -> LayerCost:
