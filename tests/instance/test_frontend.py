@@ -168,3 +168,18 @@ def test_the_client_leaves_when_it_has_the_last_token():
     env.run()
     assert left[0] == pytest.approx(STEP_S + 0.05)
     assert inst.outstanding == 0
+
+
+def test_a_request_handed_to_another_instance_takes_that_instances_front_end():
+    """A request that first reached an instance with a first-token delay and is submitted again elsewhere (failover)
+    carries no delay there unless that instance's own front end puts one on it."""
+    env, inst, policy, done = instance(FrontEnd(per_request_s=0.05, path="first_token"))
+    req = SimRequest(0, 0.0, 10, 5)
+    inst.submit(req, 0.0)
+    assert req.first_token_delay_s == pytest.approx(0.05)
+    handed = inst.fail()
+    env2, other, _, done2 = instance(None)
+    for r in handed:
+        other.submit(r, 0.0)
+    env2.run()
+    assert req.first_token_s == pytest.approx(STEP_S)

@@ -212,6 +212,8 @@ class Instance:
         arrival callback: simultaneous arrivals still batch, at one event less per request). `now`: the simulated
         time (the caller's reading: the clock property costs a Python call)."""
         req.pool, req.instance, req.enqueued_s = self.pool, self.index, float(now)
+        req.first_token_delay_s = 0.0  # (this instance's front end decides; a request handed over from another
+        # instance must not carry that one's)
         fe = self.frontend
         if fe is not None:
             delay = fe.delay_s(req.prompt_tokens, self.outstanding,
