@@ -74,4 +74,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    if code in (130, 143):  # interrupted: the measurements are on disk and the line printed; leave without the
+        # interpreter's teardown (unloading torch takes longer than the rest of the interrupt path)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
