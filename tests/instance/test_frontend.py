@@ -102,6 +102,25 @@ def test_the_per_prefill_term_is_in_proportion_to_the_prompts_own_prefill_price(
     assert build_scheduler(preset, BlockManager(8, 16), 4096, 128).frontend == FrontEnd(0.0, 0.0, 0.0, 1.5)
 
 
+def test_the_per_prefill_stream_term_grows_with_the_streams_the_instance_holds():
+    """0.5 s per prefill second per stream: a 40-token prompt (40 ms alone) arriving to 1 held stream waits 20 ms,
+    the next one (2 held) 40 ms; the first (none held) enters at once."""
+    env = simpy.Environment()
+    kv = BlockManager(64, 16)
+    fe = FrontEnd(per_prefill_stream_s=0.5)
+    assert fe.delay_s(prompt_tokens=40, streams=3, prefill_s=0.040) == pytest.approx(0.5 * 3 * 0.040)
+    policy = EngineBatching(kv, max_num_seqs=8, max_num_batched_tokens=1024, chunked_prefill=True, frontend=fe)
+    inst = Instance(env, "p", 0, policy, kv, PromptCost(), lambda r: None, fast_forward=False)
+    inst.state = "active"
+    for i, tokens in enumerate((10, 40, 40)):
+        inst.submit(SimRequest(i, 0.0, tokens, 200), 0.0)
+    for until_s, inside in [(0.0001, {0}), (0.0199, {0}), (0.0201, {0, 1}), (0.0399, {0, 1}), (0.0401, {0, 1, 2})]:
+        env.run(until=until_s)
+        assert in_scheduler(policy) == inside, until_s
+    preset = EnginePreset(name="x", frontend_per_prefill_stream_s=0.05)
+    assert build_scheduler(preset, BlockManager(8, 16), 4096, 128).frontend == FrontEnd(per_prefill_stream_s=0.05)
+
+
 def test_a_failed_instance_returns_the_requests_still_in_its_front_end():
     env, inst, policy, _ = instance(FrontEnd(per_request_s=1.0))
     inst.submit(SimRequest(0, 0.0, 10, 2), 0.0)

@@ -102,3 +102,33 @@ def test_fit_takes_the_same_options(capsys):
     with pytest.raises(SystemExit) as stop:
         fit_main(["per_model=1", "client=burst"])
     assert stop.value.code == 2 and "client: must be one of inferencex, fixed, source" in capsys.readouterr().err
+
+
+def test_fit_recovers_a_per_prefill_stream_gap_for_the_engines_asked(tmp_path, capsys):
+    """Rows whose measured TTFT is the simulated one plus 20 ms + (0.5 + 0.05 x streams) x the prefill alone: the fit
+    of `engines=vllm` finds those coefficients and reports no other engine."""
+    import csv
+    import json
+
+    from sim.validate.silicon.fit import main as fit_main
+
+    cols = ["id", "status", "engine", "model", "system", "preset", "isl_tokens", "clients", "sim_prefill_alone_s",
+            "sim_ttft_p50_s", "measured_ttft_s"]
+    path = tmp_path / "rows.csv"
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(cols)
+        for i, (engine, model) in enumerate([("vllm", "A"), ("vllm", "B"), ("sglang", "A")] * 12):
+            clients, prefill_s, sim_s = 1 + 9 * (i % 6), 0.02 + 0.01 * (i % 5), 0.05 + 0.01 * (i % 7)
+            meas = sim_s + 0.02 + (0.5 + 0.05 * (clients - 1)) * prefill_s
+            w.writerow([f"r{i}", "simulated", engine, model, "h100_sxm", "x", 1024, clients, prefill_s, sim_s, meas])
+    fit_main([f"base={path}", "engines=vllm"])
+    doc = json.loads(capsys.readouterr().out)
+    assert list(doc["engines"]) == ["vllm"]
+    v = doc["engines"]["vllm"]["values"]
+    assert v["frontend_per_request_s"] == pytest.approx(0.02, rel=1e-3)
+    assert v["frontend_per_prefill_s"] == pytest.approx(0.5, rel=1e-3)
+    assert v["frontend_per_prefill_stream_s"] == pytest.approx(0.05, rel=1e-3)
+    assert v["frontend_per_stream_s"] == pytest.approx(0.0, abs=1e-6)
+    with pytest.raises(SystemExit, match="engines: tgi unknown"):
+        fit_main([f"base={path}", "engines=tgi"])

@@ -8,7 +8,8 @@ request's path, placed by `path`:
   stream is delivered in order), so a closed-loop client's next request waits for whichever comes later. The
   engine's iterations are those of no front end at all.
 
-delay_s = per_request_s + per_prompt_token_s x prompt tokens + per_stream_s x streams + per_prefill_s x prefill_s
+delay_s = per_request_s + per_prompt_token_s x prompt tokens + per_stream_s x streams
+          + (per_prefill_s + per_prefill_stream_s x streams) x prefill_s
 
 * per_request_s: receive (HTTP, JSON), admission into the engine core (the inter-process hop of vLLM V1's
   AsyncLLM / SGLang's TokenizerManager / TRT-LLM's executor queue), and the first token's detokenise and stream.
@@ -22,6 +23,10 @@ delay_s = per_request_s + per_prompt_token_s x prompt tokens + per_stream_s x st
   gap that grows with the prompt and shrinks with TP (docs/validation.md, "What the engine time is not"), while
   the measured TPOT says the GPU does not spend it. Only this delay is in proportion to the prefill; the GPU's
   iterations stay priced as before.
+* per_prefill_stream_s (seconds per second per stream): the same delay growing with the streams held. Also what the
+  rows show, not a mechanism: on the H100 Qwen3-32B vLLM and TensorRT-LLM rows the measured TTFT over the prompt's
+  prefill alone is ~3.3 at 8 clients, ~4.8 at 32 and ~10.5 at 128, whatever the prompt, output length and TP
+  (docs/validation.md, "TTFT in proportion to the prefill, growing with the streams").
 
 Why two paths. A delay at `entry` holds each closed-loop client's next request away from the scheduler while the
 running requests keep decoding, so requests that finish within the delay of one another arrive together, and a
@@ -46,19 +51,26 @@ class FrontEnd:
     per_prompt_token_s: float = 0.0
     per_stream_s: float = 0.0
     per_prefill_s: float = 0.0
+    per_prefill_stream_s: float = 0.0
     path: str = "entry"
 
     def __post_init__(self) -> None:
         if self.path not in PATHS:
             raise ValueError(f'"frontend_path" must be one of {", ".join(PATHS)}, not {self.path!r}')
-        if min(self.per_request_s, self.per_prompt_token_s, self.per_stream_s, self.per_prefill_s) < 0.0:
-            raise ValueError('"frontend_per_request_s", "frontend_per_prompt_token_s", "frontend_per_stream_s" and '
-                             '"frontend_per_prefill_s" must be >= 0')
+        if min(self.per_request_s, self.per_prompt_token_s, self.per_stream_s, self.per_prefill_s,
+               self.per_prefill_stream_s) < 0.0:
+            raise ValueError('"frontend_per_request_s", "frontend_per_prompt_token_s", "frontend_per_stream_s", '
+                             '"frontend_per_prefill_s" and "frontend_per_prefill_stream_s" must be >= 0')
 
     @property
     def active(self) -> bool:
         return (self.per_request_s > 0.0 or self.per_prompt_token_s > 0.0 or self.per_stream_s > 0.0
-                or self.per_prefill_s > 0.0)
+                or self.per_prefill_s > 0.0 or self.per_prefill_stream_s > 0.0)
+
+    @property
+    def needs_prefill(self) -> bool:
+        """Whether the delay depends on the prompt's prefill price (the caller prices it only then)."""
+        return self.per_prefill_s > 0.0 or self.per_prefill_stream_s > 0.0
 
     @property
     def at_first_token(self) -> bool:
@@ -68,4 +80,4 @@ class FrontEnd:
         """Seconds of the delay on the request's path (>= 0); `prefill_s`: the prompt's prefill alone on the idle
         instance."""
         return (self.per_request_s + self.per_prompt_token_s * prompt_tokens + self.per_stream_s * streams
-                + self.per_prefill_s * prefill_s)
+                + (self.per_prefill_s + self.per_prefill_stream_s * streams) * prefill_s)

@@ -217,7 +217,7 @@ class Instance:
         fe = self.frontend
         if fe is not None:
             delay = fe.delay_s(req.prompt_tokens, self.outstanding,
-                               self.prefill_alone_s(req.prompt_tokens) if fe.per_prefill_s > 0.0 else 0.0)
+                               self.prefill_alone_s(req.prompt_tokens) if fe.needs_prefill else 0.0)
             if fe.at_first_token:  # the scheduler takes it now; the client sees its first token `delay` later
                 req.first_token_delay_s = delay
                 fe = None

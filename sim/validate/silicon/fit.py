@@ -1,20 +1,21 @@
 """The engine time outside the kernels, fitted per engine on the measured H100/H200 serving runs.
 
 `python -m sim.validate.silicon.fit [base=<rows.csv>] [per_model=N] [jobs=N] [systems=h100_sxm,h200_sxm]
-[refine=true] [search=<rows per model>] [cost=measured] [client=inferencex|fixed|source] [out=<file.json>]
-[write=true]`
+[refine=true] [search=<rows per model>] [cost=measured] [client=inferencex|fixed|source] [engines=vllm,...]
+[out=<file.json>] [write=true]`
 
 What is fitted: an engine preset's front-end time (sim/core/instance/frontend.py), per engine, never per model,
 delay_s = frontend_per_request_s + frontend_per_prompt_token_s x prompt tokens + frontend_per_stream_s x streams
-+ frontend_per_prefill_s x the prompt's prefill alone (seconds, priced by the cost model); the per-token term is
-not fitted (`FITTED`).
++ (frontend_per_prefill_s + frontend_per_prefill_stream_s x streams) x the prompt's prefill alone (seconds, priced
+by the cost model); the per-token term is not fitted (`FITTED`). `engines=` fits (and writes) those engines only.
 Everything else (kernel times, the cost model's step overhead, the scheduler) stays as configured.
 
 How: every row is simulated once with the front-end time at zero (or read from `base=`, a matrix `rows.csv`
 simulated with it at zero, e.g. `runs/validate/silicon/full`): the gap to the measured TTFT median is
 measured - simulated. The delay adds to each request's TTFT, so the fit is a linear one over the rows' features
 [1, streams (clients - 1: a closed loop holds the other clients' requests), the mean prompt's (0.9 x ISL: uniform
-in [0.8 ISL, ISL]) prefill alone on the row's instance (rows.csv `sim_prefill_alone_s`)], minimising the median absolute relative TTFT error (iteratively reweighted least squares,
+in [0.8 ISL, ISL]) prefill alone on the row's instance (rows.csv `sim_prefill_alone_s`), that prefill x streams],
+minimising the median absolute relative TTFT error (iteratively reweighted least squares,
 L1, each coefficient >= 0). The additive view ignores that a delayed request also delays its client's next one
 (less load: a slightly shorter simulated queue); the matrix re-run with the fitted presets is the check.
 
@@ -47,19 +48,23 @@ from inferplan.errors import exit_on_input_error
 from sim.validate.silicon.runner import read_records
 from sim.validate.silicon.simulate_row import client_option, cost_option
 
-KEYS = ("frontend_per_request_s", "frontend_per_prompt_token_s", "frontend_per_stream_s", "frontend_per_prefill_s")
-# The terms fitted (indices into KEYS): per request, per stream, per second of the prompt's own prefill price. The
+KEYS = ("frontend_per_request_s", "frontend_per_prompt_token_s", "frontend_per_stream_s", "frontend_per_prefill_s",
+        "frontend_per_prefill_stream_s")
+# The terms fitted (indices into KEYS): per request, per stream, per second of the prompt's own prefill price, and
+# that per stream. The
 # per-token term stays at 0: tokenising costs ~1-5 us per token, within the per-request term at these prompts, and
 # a gap that grows with the prompt also shrinks with TP and differs between models, as a prefill price does.
-FITTED = (0, 2, 3)
+FITTED = (0, 2, 3, 4)
 ZERO = {k: 0.0 for k in KEYS}
 SYSTEMS = ("h100_sxm", "h200_sxm")
 
 
 def features(rec: dict) -> np.ndarray:
-    """[1, mean prompt tokens, streams, the mean prompt's prefill alone] of a row (the multipliers of KEYS)."""
-    return np.array([1.0, 0.9 * rec["isl_tokens"], max(0.0, rec["clients"] - 1.0),
-                     float(rec.get("sim_prefill_alone_s") or 0.0)])
+    """[1, mean prompt tokens, streams, the mean prompt's prefill alone, that x streams] of a row (the multipliers
+    of KEYS)."""
+    streams = max(0.0, rec["clients"] - 1.0)
+    prefill_s = float(rec.get("sim_prefill_alone_s") or 0.0)
+    return np.array([1.0, 0.9 * rec["isl_tokens"], streams, prefill_s, prefill_s * streams])
 
 
 def _fit(x: np.ndarray, sim: np.ndarray, meas: np.ndarray) -> np.ndarray:
@@ -234,8 +239,8 @@ def preset_block(engine: str, fit: dict, command: str) -> str:
             "in "
             f"sample, {out['median_abs_pct']}% held out\n# ({held}; held-out bias {out['bias_pct']}%; additive "
             "predictions of the linear fit).\n" + _search_note(fit) + "# The per-prefill "
-            "term is latency in proportion to the prompt's own prefill price\n# (not GPU time: kernel times are "
-            "never scaled); the per-token term is not fitted (0).\n"
+            "terms are latency in proportion to the prompt's own prefill price\n# (and per stream; not GPU time: "
+            "kernel times are never scaled); the per-token term is not fitted (0).\n"
             + "".join(f"{k}: {v[k]:.4g}\n" for k in KEYS))
 
 
@@ -285,6 +290,12 @@ def main(argv: list[str] | None = None) -> None:
                 if r["status"] == "simulated"]
         source = f"{per_model} rows per (engine, model), simulated with the front-end time at zero"
     recs = [r for r in recs if np.isfinite(r["sim_ttft_p50_s"]) and r["measured_ttft_s"] > 0]
+    if "engines" in args:
+        wanted = set(args["engines"].split(","))
+        if unknown := wanted - set(PRESETS):
+            sys.exit(f"command line: engines: {', '.join(sorted(unknown))} unknown (fix: one or more of "
+                     f"{', '.join(PRESETS)})")
+        recs = [r for r in recs if r["engine"] in wanted]
     doc = {"source": source, "systems": list(systems), "engines": {}}
     for engine in sorted({r["engine"] for r in recs}):
         doc["engines"][engine] = fit_engine([r for r in recs if r["engine"] == engine])
