@@ -2,8 +2,8 @@
 Hopper) is priced as the measured EP block over the same GPUs; a table that measured the TP split prices it
 itself. The database's own TP-versus-EP
 measurements back the rule (`calibrate.aic.moe_splits`). docs/cost-model.md, "A TP split the MoE tables lack".
-Every price here is the measured balanced block less the weights that random routing leaves unloaded
-(`_unloaded_s`, computed by hand: docs/cost-model.md, "Balanced tables, random routing")."""
+Every price here is the measured balanced block less what the same table says the experts that random routing
+leaves unloaded took (`_saved_s`, computed by hand: docs/cost-model.md, "Balanced tables, random routing")."""
 from __future__ import annotations
 
 import numpy as np
@@ -25,29 +25,49 @@ H200_BW = load_hardware("h200").mem_bandwidth_bytes_per_s
 
 
 def _block_s(tp: int, ep: int, tokens: float, laws: dict = LAWS) -> float:
+    """The synthetic table's block: `floor + per_token x tokens` at its measured token counts (TOKENS), and between
+    two of them as the grid reads it (log latency linear in log tokens)."""
     floor, per_token = laws[(tp, ep)]
-    return floor + per_token * tokens
+    at = lambda t: floor + per_token * t  # noqa: E731
+    if tokens in TOKENS or not TOKENS[0] < tokens < TOKENS[-1]:
+        return at(tokens)
+    hi = next(t for t in TOKENS if t > tokens)
+    lo = TOKENS[TOKENS.index(hi) - 1]
+    w = np.log(tokens / lo) / np.log(hi / lo)
+    return float(np.exp((1 - w) * np.log(at(lo)) + w * np.log(at(hi))))
 
 
-def _unloaded_s(table_tp: int, table_ep: int, tokens: float, pool_tp: int, pool_ep: int) -> float:
-    """The balanced table's rank ran min(E, tokens x k) / table_ep distinct experts (1/table_tp of each); the
-    pool's device under random routing hits E (1 - (1 - k/E)^tokens) shares of 1/pool_tp (no EP), or, under EP,
-    slots (1 - (1 - 1/slots)^rows) whole experts of its slots = E / ep with rows = tokens x k / ep."""
+def _hit_bytes(table_tp: int, table_ep: int, tokens: float, pool_tp: int, pool_ep: int) -> tuple[float, float]:
+    """(the weight bytes the balanced table's rank loaded: min(E, tokens x k) / table_ep distinct experts, 1/table_tp
+    of each; the bytes the pool's device loads under random routing: E (1 - (1 - k/E)^tokens) shares of 1/pool_tp
+    (no EP), or, under EP, slots (1 - (1 - 1/slots)^rows) whole experts of its slots = E / ep with
+    rows = tokens x k / ep)."""
     measured = min(EXPERTS, tokens * TOPK) / table_ep * EXPERT_BYTES / table_tp
     if pool_ep > 1:
         slots = EXPERTS / pool_ep
         hit = slots * (1 - (1 - 1 / slots) ** (tokens * TOPK / pool_ep)) * EXPERT_BYTES
     else:
         hit = EXPERTS * (1 - (1 - TOPK / EXPERTS) ** tokens) * EXPERT_BYTES / pool_tp
-    return max(0.0, measured - hit) / H200_BW
+    return measured, hit
+
+
+def _saved_s(table_tp: int, table_ep: int, tokens: float, pool_tp: int, pool_ep: int, laws: dict = LAWS) -> float:
+    """The table's block at min(tokens, E / k) less its block at the token count whose distinct experts carry the
+    hit bytes."""
+    measured, hit = _hit_bytes(table_tp, table_ep, tokens, pool_tp, pool_ep)
+    if hit >= measured:
+        return 0.0
+    all_hit = min(tokens, EXPERTS / TOPK)
+    t_eq = min(all_hit, min(EXPERTS, tokens * TOPK) / TOPK * hit / measured)
+    return max(0.0, _block_s(table_tp, table_ep, all_hit, laws) - _block_s(table_tp, table_ep, t_eq, laws))
 
 
 def _priced_s(table_tp: int, table_ep: int, tokens: float, pool_tp: int, pool_ep: int = 1, laws: dict = LAWS) -> float:
-    """The measured block less the unloaded weights, never below the loaded ones' time nor above the block."""
+    """The measured block less the saving, never below the loaded experts' bytes at the HBM bandwidth nor above the
+    block."""
     block = _block_s(table_tp, table_ep, tokens, laws)
-    unloaded = _unloaded_s(table_tp, table_ep, tokens, pool_tp, pool_ep)
-    measured = min(EXPERTS, tokens * TOPK) / table_ep * EXPERT_BYTES / table_tp / H200_BW
-    return min(block, max(block - unloaded, measured - unloaded))
+    loaded = _hit_bytes(table_tp, table_ep, tokens, pool_tp, pool_ep)[1] / H200_BW
+    return min(block, max(block - _saved_s(table_tp, table_ep, tokens, pool_tp, pool_ep, laws), loaded))
 
 
 def _profile(tmp_path, splits: list[tuple[int, int]], laws: dict = LAWS):
@@ -89,11 +109,14 @@ def test_an_ep_block_is_asked_for_the_tokens_its_whole_group_routes(tmp_path):
     # random routing: the busiest of 8 ranks gets 4 (1 + sqrt(2 ln 8 / 4)) rows, asked as 2x that many group tokens;
     # of its 16 experts it hits 16 (1 - (15/16)^rows), the table's rank hit min(16, rows)
     rows = 4 * (1 + np.sqrt(2 * np.log(8) / 4))
-    block = _block_s(1, 8, rows * 8 / TOPK)
-    unloaded = (min(16.0, rows) - 16 * (1 - (15 / 16) ** rows)) * EXPERT_BYTES / H200_BW
+    tokens = rows * 8 / TOPK
+    hit = 16 * (1 - (15 / 16) ** rows)
+    t_eq = tokens * hit / min(16.0, rows)  # the table's rank loads min(16, rows) experts at `tokens`
+    block = _block_s(1, 8, tokens)
+    saved = block - _block_s(1, 8, t_eq)
     random = _pool(profile, tp=8, ep=8)
-    # (rel 1e-3: the grid interpolates between its measured 16 and 32 tokens in log space)
-    assert random.step_cost(decode(8, 1000)).parts["moe_gemm"] == pytest.approx(36 * (block - unloaded), rel=1e-3)
+    assert random.step_cost(decode(8, 1000)).parts["moe_gemm"] == pytest.approx(
+        36 * max(block - saved, hit * EXPERT_BYTES / H200_BW), rel=1e-5)
 
 
 def test_a_tp_split_the_table_lacks_is_priced_as_its_ep_split(tmp_path):
@@ -122,15 +145,17 @@ def test_tp1_pools_are_untouched(tmp_path):
 
 def test_random_routing_leaves_the_weights_of_the_experts_it_misses_unloaded(tmp_path):
     """At 32 tokens the balanced table's TP 1 block hit all 128 experts once; random routing hits
-    128 (1 - (1 - 4/128)^32) = 81.6 of them: the other 46 experts' weights (13.2 MB each) at 4.8 TB/s come off.
-    Prefill-sized batches hit every expert either way: the measured block as it is."""
+    128 (1 - (1 - 4/128)^32) = 81.6 of them, what the same table's block at 81.6 / 4 = 20.4 tokens loaded: the
+    price is that block (the table's own time per expert, not an assumed bandwidth). Prefill-sized batches hit every
+    expert either way: the measured block as it is."""
     laws = {(1, 1): (60e-6, 10e-6), (1, 8): (70e-6, 1e-6)}  # weight-bound up to 32 tokens, as the tables are
     tp1 = _pool(_profile(tmp_path, [(1, 1), (1, 8)], laws), tp=1)
     hit = EXPERTS * (1 - (1 - TOPK / EXPERTS) ** 32)
     assert hit == pytest.approx(81.6, abs=0.1)
     per_layer = tp1.step_cost(decode(32, 1000)).parts["moe_gemm"] / 36
-    assert per_layer == pytest.approx(_block_s(1, 1, 32, laws) - (EXPERTS - hit) * EXPERT_BYTES / H200_BW, rel=1e-5)
-    assert per_layer < 0.7 * _block_s(1, 1, 32, laws)
+    assert per_layer == pytest.approx(_block_s(1, 1, hit / TOPK, laws), rel=1e-5)
+    assert per_layer == pytest.approx(60e-6 + 10e-6 * hit / TOPK, rel=0.02)  # (the grid's reading between 16, 32)
+    assert per_layer < 0.75 * _block_s(1, 1, 32, laws)
     big = tp1.step_cost(decode(1024, 1000)).parts["moe_gemm"] / 36
     assert big == pytest.approx(_block_s(1, 1, 1024, laws), rel=1e-5)
     # a measured block faster than its own weights' bytes allow is never priced up

@@ -383,11 +383,10 @@ class LayerPricer:
             skewed = self.moe_distribution == "balanced"
             tokens = rows * lay.ep / e.top_k if skewed else (w.moe_tokens if lay.ep > 1 else T)
             tp, ep = (1, lay.ep) if lay.ep > 1 else ((1, lay.tp) if self.moe_tp_as_ep else (lay.tp, 1))
-            routed = self.pricer.moe_block_s(f, tokens, H, e.expert_intermediate_size, e.top_k, e.num_experts,
-                                             tp, ep, self.moe_distribution)
+            routed = self._block_s(f, tokens, tp, ep)
             if skewed:
-                unloaded_s, loaded_s = self._expert_loads_s(tokens, tp, ep, rows)
-                routed = min(routed, max(routed - unloaded_s, loaded_s))
+                saved_s, loaded_s = self._random_routing_s(f, tokens, tp, ep, rows)
+                routed = min(routed, max(routed - saved_s, loaded_s))
         elif rows > 0:  # grouped GEMMs: `active` experts of rows / active tokens each; DeepGEMM's contiguous layout
             # with prefill tokens in the step, the masked (CUDA-graph) layout for decode-only steps
             g, per, lay_ = max(active, 1.0), rows / max(active, 1.0), ("contiguous" if w.prefill_tokens else "masked")
@@ -412,9 +411,16 @@ class LayerPricer:
         fetch = self.links.host_fetch_s(hits / lay.ep * self.expert_bytes)
         return dense, routed, comm, fetch, rows
 
-    def _expert_loads_s(self, tokens: float, tp: int, ep: int, rows: float) -> tuple[float, float]:
-        """(seconds the measured balanced block spent loading expert weights that random routing leaves unloaded,
-        seconds to load the ones it hits), both at the GPU's memory bandwidth.
+    def _block_s(self, f: str, tokens: float, tp: int, ep: int) -> float:
+        """The measured routed-expert block of the table's (tp, ep) split at `tokens` (the layer's distribution)."""
+        e = self.m.moe
+        assert e is not None
+        return self.pricer.moe_block_s(f, tokens, self.m.hidden_size, e.expert_intermediate_size, e.top_k,
+                                       e.num_experts, tp, ep, self.moe_distribution)
+
+    def _random_routing_s(self, f: str, tokens: float, tp: int, ep: int, rows: float) -> tuple[float, float]:
+        """(seconds the measured balanced block spent on expert weights that random routing leaves unloaded, the
+        hit experts' bytes at the GPU's memory bandwidth: the floor).
 
         AIConfigurator's balanced routing sends each token's top-k to distinct experts spread evenly, so the
         measured rank of the table's (tp, ep) split runs min(E, tokens x top_k) / ep distinct experts: every one of
@@ -422,22 +428,31 @@ class LayerPricer:
         tokens up to there and is flat after it, in every engine's table). Routing that is uniform at random hits
         fewer: a device holding `slots` experts (whole under EP, 1/tp of each otherwise) whose `rows` routed rows
         land at random hits slots x (1 - (1 - 1/slots)^rows) of them (the TP split: E x (1 - (1 - k/E)^tokens)).
-        At decode sizes, where loading the experts' weights is the block's time, the weights of the experts not hit
-        are not read: their bytes at the GPU's memory bandwidth come off (a lower bound: the kernels load at or
-        below it), never below the hit experts' own bytes at that bandwidth nor above the measured block. Batches
-        of prefill size hit every expert either way (no change). docs/cost-model.md, "Balanced tables, random
-        routing"."""
+        The same table says what loading that many experts takes: its balanced block at the token count whose
+        distinct experts carry the same weight bytes, t_eq = min(E, tokens x k) / k x hit bytes / measured bytes.
+        The saving is the table's own difference, block(min(tokens, E / k)) - block(t_eq): the kernel's measured
+        time per expert loaded, not an assumed bandwidth (the blocks load at 55-90% of it, by kernel). The rows
+        that random routing piles onto the hit experts cost at decode sizes what the weights do not: nothing
+        measurable at these sizes, and prefill-sized batches hit every expert either way (no saving).
+        docs/cost-model.md, "Balanced tables, random routing"."""
         e, lay = self.m.moe, self.lay
         assert e is not None
         full_bytes = self.expert_bytes * (lay.tp if lay.ep == 1 else 1)
-        measured_bytes = min(float(e.num_experts), tokens * e.top_k) / ep * full_bytes / tp
+        distinct = min(float(e.num_experts), tokens * e.top_k)
+        measured_bytes = distinct / ep * full_bytes / tp
         if lay.ep > 1:
             slots = lay.expert_slots_per_layer / lay.ep
             hit = slots * (1.0 - (1.0 - 1.0 / slots) ** rows)
         else:
             hit = ex.active_experts(e.num_experts, e.num_experts, e.top_k, rows / e.top_k)
-        bw = self.pricer.hw.mem_bandwidth_bytes_per_s
-        return max(0.0, measured_bytes - hit * self.expert_bytes) / bw, hit * self.expert_bytes / bw
+        hit_bytes = hit * self.expert_bytes
+        loaded_s = hit_bytes / self.pricer.hw.mem_bandwidth_bytes_per_s
+        if measured_bytes <= 0.0 or hit_bytes >= measured_bytes:
+            return 0.0, loaded_s
+        all_hit = min(tokens, e.num_experts / e.top_k)
+        t_eq = min(all_hit, distinct / e.top_k * hit_bytes / measured_bytes)
+        saved_s = self._block_s(f, all_hit, tp, ep) - self._block_s(f, t_eq, tp, ep)
+        return max(0.0, saved_s), loaded_s
 
     # -- a whole layer ----------------------------------------------------------------------------------------
     def layer(self, w: Work, ctx, moe: bool, graphed: bool = True) -> LayerCost:
