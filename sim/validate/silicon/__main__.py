@@ -1,5 +1,6 @@
 """`python -m sim.validate.silicon [csv=<file>] [jobs=N] [limit=N] [systems=h100_sxm,h200_sxm] [ids=a,b]
-[rounds=10] [cost=measured] [client=inferencex|fixed|source] [out=<dir>] [resume=true]`: simulate every row of a
+[rounds=10] [cost=measured] [client=inferencex|fixed|source] [held_out=<fit.json>] [out=<dir>] [resume=true]`:
+simulate every row of a
 measured-runs table (default: the shipped copy) and report the TTFT/TPOT errors per partition and concurrency
 band, and the rows it cannot express by reason.
 
@@ -9,7 +10,9 @@ prices the kernels from the AIConfigurator grid of the row's GPU, `analytical` f
 profile path; default: the configured one). `client` the benchmark client whose lengths each request gets
 (sim/validate/silicon/clients.py): `inferencex` (default: uniform in [0.8 L, L], the data README's client),
 `fixed` (exactly ISL in, OSL out), `source` (per row by its `silicon_data_source`: `fixed` for the rows of
-AIConfigurator's gap-analysis collection, `inferencex` for the rest). Results go to `out` (default
+AIConfigurator's gap-analysis collection, `inferencex` for the rest). `held_out` a fit document (`python -m
+sim.validate.silicon.fit ... out=<fit.json>`): each row's front-end time is the one fitted without its own model
+(sim/validate/silicon/held_out.py), the held-out matrix the targets are scored on. Results go to `out` (default
 runs/validate/silicon/<time>) as each row finishes: Ctrl-C keeps them, writes the report of what finished and
 exits 130; `resume=true` with the same `out` (and options) runs only the rows its rows.csv lacks. Bad input: one
 line, exit 2.
@@ -22,12 +25,13 @@ from pathlib import Path
 
 from inferplan.errors import InputError, exit_on_input_error
 from inferplan.interrupts import signals_raise
+from sim.validate.silicon.held_out import HeldOut
 from sim.validate.silicon.report import text_report, write_outputs
 from sim.validate.silicon.runner import run_matrix
 from sim.validate.silicon.simulate_row import client_option, cost_option
 from sim.validate.silicon.table import CSV_PATH, read_table
 
-OPTIONS = ("csv", "jobs", "limit", "systems", "ids", "rounds", "cost", "client", "out", "resume")
+OPTIONS = ("csv", "jobs", "limit", "systems", "ids", "rounds", "cost", "client", "held_out", "out", "resume")
 
 
 def _positive(args: dict, key: str, default: int | None) -> int | None:
@@ -61,6 +65,7 @@ def parse_args(argv: list[str]) -> dict:
             "systems": [s for s in args.get("systems", "").split(",") if s],
             "ids": [s for s in args.get("ids", "").split(",") if s],
             "resume": _bool(args, "resume"), "cost": cost_option(args), "client": client_option(args),
+            "held_out": Path(args["held_out"]) if args.get("held_out") else None,
             "out": Path(args.get("out") or Path("runs") / "validate" / "silicon" / time.strftime("%Y-%m-%d_%H-%M-%S"))}
 
 
@@ -87,11 +92,14 @@ def main(argv: list[str] | None = None) -> None:
         rows = select(read_table(opts["csv"]), opts["systems"], opts["ids"], opts["limit"])
         if not rows:
             raise InputError("command line", "systems", "no row left after the filters", "widen systems=/ids=")
+        held = HeldOut(opts["held_out"]) if opts["held_out"] else None
+        if held is not None:
+            held.check(rows)
     print(f"silicon matrix: {len(rows)} rows of {opts['csv']}, jobs={opts['jobs']}, results -> {opts['out']}",
           flush=True)
     with signals_raise():
         run = run_matrix(rows, opts["out"], jobs=opts["jobs"], rounds=opts["rounds"], resume=opts["resume"],
-                         cost=opts["cost"], client=opts["client"])
+                         cost=opts["cost"], client=opts["client"], engine_keys=held.engine_keys if held else None)
     options = {k: (str(v) if isinstance(v, Path) else v) for k, v in opts.items()}
     doc = write_outputs(run.records, opts["out"], opts["csv"], len(rows), options, run.wall_s,
                         interrupted=bool(run.interrupted_by))

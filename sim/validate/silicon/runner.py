@@ -112,10 +112,13 @@ def read_records(path: Path) -> list[dict]:
 
 def run_matrix(rows: list[SiliconRow], out_dir: Path, jobs: int = 1, rounds: int = CLIENT_ROUNDS,
                on_record: Callable[[dict], None] | None = None, resume: bool = False, cost: str | None = None,
-               client: str = DEFAULT_CLIENT) -> MatrixRun:
+               client: str = DEFAULT_CLIENT,
+               engine_keys: Callable[[SiliconRow], dict | None] | None = None) -> MatrixRun:
     """Plan and simulate `rows`; records go to `<out_dir>/rows.csv` as they are known (and to `on_record`).
     `resume`: keep the records already in `<out_dir>/rows.csv` and run only the rows they lack. `cost`: the cost
-    model's profile for every row (None: the configured one); `client`: the benchmark client (`clients.CHOICES`)."""
+    model's profile for every row (None: the configured one); `client`: the benchmark client (`clients.CHOICES`);
+    `engine_keys`: the engine preset keys a row is simulated with on top of its preset (held_out.py)."""
+    keys_of = engine_keys or (lambda row: None)
     t0 = time.perf_counter()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -144,13 +147,13 @@ def run_matrix(rows: list[SiliconRow], out_dir: Path, jobs: int = 1, rounds: int
                 plans.append(p)
         if jobs <= 1:
             for p in plans:
-                add(simulated_record(p, simulate_safely(p, rounds, None, cost, client)))
+                add(simulated_record(p, simulate_safely(p, rounds, keys_of(p.row), cost, client)))
         else:
             from sim.workers import WorkerPool
 
             pool = WorkerPool(jobs)
             by_id = {p.row.id: p for p in plans}
-            tasks = ((p.row.id, (p, rounds, None, cost, client)) for p in plans)
+            tasks = ((p.row.id, (p, rounds, keys_of(p.row), cost, client)) for p in plans)
             for row_id, result in pool.run(simulate_safely, tasks, in_flight=jobs):
                 add(simulated_record(by_id[row_id], result))
     except KeyboardInterrupt as err:  # (Ctrl-C or SIGTERM: keep what finished)

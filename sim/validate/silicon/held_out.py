@@ -1,0 +1,70 @@
+"""Each row simulated with the front-end time fitted without its own model: the matrix the issue's targets are
+scored on ("each model scored with its own model left out of any fit").
+
+`python -m sim.validate.silicon held_out=<fit.json>`, where <fit.json> is a document written by
+`python -m sim.validate.silicon.fit ... out=<fit.json>`: for every engine it holds the coefficients fitted on the
+other models' rows (`engines.<engine>.held_out_each.<model>`; an engine with one model in the data holds them out
+by input length instead, `held_out_by`). A row of an engine the document does not fit keeps its preset's values.
+Only the front-end keys change; the preset's path (`frontend_path`) and scheduler stay as shipped.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from inferplan.errors import InputError
+from sim.validate.silicon.support import RowPlan, plan_row
+from sim.validate.silicon.table import SiliconRow
+
+FRONTEND_KEYS = ("frontend_per_request_s", "frontend_per_prompt_token_s", "frontend_per_stream_s",
+                 "frontend_per_prefill_s", "frontend_per_prefill_stream_s")
+
+
+class HeldOut:
+    """The held-out front-end keys of each row, read from a fit document."""
+
+    def __init__(self, path: Path) -> None:
+        where = str(path)
+        try:
+            doc = json.loads(Path(path).read_text())
+        except OSError as err:
+            raise InputError(where, "held_out", f"cannot read it: {err.strerror}",
+                             "give a file written by python -m sim.validate.silicon.fit ... out=<file>") from None
+        except json.JSONDecodeError as err:
+            raise InputError(where, "held_out", f"not JSON ({err.msg}, line {err.lineno})",
+                             "give a file written by python -m sim.validate.silicon.fit ... out=<file>") from None
+        engines = doc.get("engines") if isinstance(doc, dict) else None
+        if not isinstance(engines, dict) or not engines:
+            raise InputError(where, "engines", "no engine fits in it",
+                             "give a file written by python -m sim.validate.silicon.fit ... out=<file>")
+        self.path = where
+        self.by: dict[str, str] = {}
+        self.keys: dict[str, dict[str, dict[str, float]]] = {}
+        for engine, fit in engines.items():
+            each = fit.get("held_out_each") if isinstance(fit, dict) else None
+            if not isinstance(each, dict) or fit.get("held_out_by") not in ("model", "isl_tokens"):
+                raise InputError(where, f"engines.{engine}.held_out_each", "missing",
+                                 "refit with the current python -m sim.validate.silicon.fit")
+            self.by[engine] = fit["held_out_by"]
+            self.keys[engine] = {str(k): {n: float(v.get(n, 0.0)) for n in FRONTEND_KEYS} for k, v in each.items()}
+
+    def engine_keys(self, row: SiliconRow) -> dict | None:
+        """The front-end keys `row` is simulated with (None: its preset's own, for an engine not fitted here)."""
+        table = self.keys.get(row.engine)
+        if table is None:
+            return None
+        held = str(row.model) if self.by[row.engine] == "model" else str(float(row.isl_tokens))
+        if held not in table:
+            held = str(int(row.isl_tokens)) if self.by[row.engine] == "isl_tokens" else held
+        if held not in table:
+            raise InputError(self.path, f"engines.{row.engine}.held_out_each",
+                             f"no coefficients fitted without {held!r} (row {row.id})",
+                             "refit on rows that include that model")
+        return table[held]
+
+    def check(self, rows: list[SiliconRow]) -> None:
+        """Every row the matrix will simulate has its held-out keys (an `InputError` naming the first that lacks
+        them), so a run never stops half-way on the document."""
+        for row in rows:
+            if row.engine in self.keys and isinstance(plan_row(row), RowPlan):
+                self.engine_keys(row)

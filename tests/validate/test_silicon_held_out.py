@@ -1,0 +1,70 @@
+"""`held_out=<fit.json>` (sim/validate/silicon/held_out.py): each row simulated with the front-end time its engine's
+fit found without the row's own model, the matrix the issue's targets are scored on."""
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from sim.validate.silicon.__main__ import main
+from sim.validate.silicon.held_out import HeldOut
+from sim.validate.silicon.table import CSV_PATH, read_table
+
+ROW = "qwen_qwen3_32b_qwen_qwen3_32b_h100_sxm_trtllm_agg_1024x128_c8_tp1_epnone_1"
+KEYS = {"frontend_per_request_s": 0.5, "frontend_per_prompt_token_s": 0.0, "frontend_per_stream_s": 0.0,
+        "frontend_per_prefill_s": 0.0, "frontend_per_prefill_stream_s": 0.0}
+
+
+def _doc(tmp_path, without_qwen: dict, by: str = "model") -> str:
+    doc = {"engines": {"trtllm": {"held_out_by": by, "values": dict(KEYS, frontend_per_request_s=0.0),
+                                  "held_out_each": {"Qwen3-32B": {"rows": 3, **without_qwen},
+                                                    "gpt-oss-120b": {"rows": 2, **KEYS}}}}}
+    path = tmp_path / "fit.json"
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def test_a_row_takes_the_coefficients_fitted_without_its_model(tmp_path):
+    rows = {r.id: r for r in read_table(CSV_PATH)}
+    held = HeldOut(_doc(tmp_path, KEYS))
+    assert held.engine_keys(rows[ROW]) == KEYS
+    vllm_row = next(r for r in rows.values() if r.engine == "vllm")
+    assert held.engine_keys(vllm_row) is None  # an engine the document does not fit keeps its preset
+
+
+def test_the_matrix_runs_each_row_with_its_held_out_front_end(tmp_path, capsys):
+    """A 0.5 s per-request front end fitted without Qwen3-32B: the row's simulated TTFT carries it."""
+    out = tmp_path / "out"
+    main([f"ids={ROW}", f"held_out={_doc(tmp_path, KEYS)}", f"out={out}"])
+    rec = next(csv.DictReader((out / "rows.csv").open()))
+    assert "engine.frontend_per_request_s=0.5" in rec["overrides"]
+    assert float(rec["sim_ttft_p50_s"]) > 0.5
+    assert json.loads((out / "matrix.json").read_text())["options"]["held_out"].endswith("fit.json")
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("content,message", [
+    (None, "held_out: cannot read it"),
+    ("{", "held_out: not JSON"),
+    ('{"engines": {}}', "engines: no engine fits in it"),
+    ('{"engines": {"trtllm": {"values": {}}}}', "engines.trtllm.held_out_each: missing"),
+])
+def test_a_bad_fit_document_is_one_line_and_exit_2(content, message, tmp_path, capsys):
+    path = tmp_path / "fit.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(SystemExit) as stop:
+        main([f"ids={ROW}", f"held_out={path}", f"out={tmp_path / 'out'}"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_a_model_the_fit_never_held_out_is_refused(tmp_path, capsys):
+    path = tmp_path / "fit.json"
+    only = {"held_out_by": "model", "held_out_each": {"gpt-oss-120b": KEYS}}
+    path.write_text(json.dumps({"engines": {"trtllm": only}}))
+    with pytest.raises(SystemExit) as stop:
+        main([f"ids={ROW}", f"held_out={path}", f"out={tmp_path / 'out'}"])
+    assert stop.value.code == 2 and "no coefficients fitted without 'Qwen3-32B'" in capsys.readouterr().err
