@@ -130,5 +130,7 @@ def test_fit_recovers_a_per_prefill_stream_gap_for_the_engines_asked(tmp_path, c
     assert v["frontend_per_prefill_s"] == pytest.approx(0.5, rel=1e-3)
     assert v["frontend_per_prefill_stream_s"] == pytest.approx(0.05, rel=1e-3)
     assert v["frontend_per_stream_s"] == pytest.approx(0.0, abs=1e-6)
-    with pytest.raises(SystemExit, match="engines: tgi unknown"):
+    with pytest.raises(SystemExit) as stop:
         fit_main([f"base={path}", "engines=tgi"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "command line: engines: tgi unknown" in err and err.count("\n") == 1

@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from inferplan.config.yaml_files import read_yaml_mapping
-from inferplan.errors import exit_on_input_error
+from inferplan.errors import InputError, exit_on_input_error
 from sim.validate.silicon.runner import read_records
 from sim.validate.silicon.simulate_row import client_option, cost_option
 
@@ -278,6 +278,10 @@ def main(argv: list[str] | None = None) -> None:
     systems = tuple(args.get("systems", ",".join(SYSTEMS)).split(","))
     with exit_on_input_error():
         cost, client = cost_option(args), client_option(args)
+        wanted = set(args["engines"].split(",")) if "engines" in args else set(PRESETS)
+        if unknown := wanted - set(PRESETS):
+            raise InputError("command line", "engines", f"{', '.join(sorted(unknown))} unknown",
+                             f"give one or more of {', '.join(PRESETS)}, comma-separated")
     if "base" in args:
         recs = [r for r in read_records(Path(args["base"])) if r["status"] == "simulated" and r["system"] in systems]
         source = f"base={args['base']} (all its simulated rows)"
@@ -290,12 +294,7 @@ def main(argv: list[str] | None = None) -> None:
                 if r["status"] == "simulated"]
         source = f"{per_model} rows per (engine, model), simulated with the front-end time at zero"
     recs = [r for r in recs if np.isfinite(r["sim_ttft_p50_s"]) and r["measured_ttft_s"] > 0]
-    if "engines" in args:
-        wanted = set(args["engines"].split(","))
-        if unknown := wanted - set(PRESETS):
-            sys.exit(f"command line: engines: {', '.join(sorted(unknown))} unknown (fix: one or more of "
-                     f"{', '.join(PRESETS)})")
-        recs = [r for r in recs if r["engine"] in wanted]
+    recs = [r for r in recs if r["engine"] in wanted]
     doc = {"source": source, "systems": list(systems), "engines": {}}
     for engine in sorted({r["engine"] for r in recs}):
         doc["engines"][engine] = fit_engine([r for r in recs if r["engine"] == engine])
