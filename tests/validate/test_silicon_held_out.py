@@ -41,7 +41,8 @@ def test_the_matrix_runs_each_row_with_its_held_out_front_end(tmp_path, capsys):
     assert "engine.frontend_per_request_s=0.5" in rec["overrides"]
     assert float(rec["sim_ttft_p50_s"]) > 0.5
     assert json.loads((out / "matrix.json").read_text())["options"]["held_out"].endswith("fit.json")
-    capsys.readouterr()
+    assert "held out: each row's front-end time fitted without its own model" in capsys.readouterr().out
+    assert "held out:" in (out / "report.txt").read_text()
 
 
 @pytest.mark.parametrize("content,message", [

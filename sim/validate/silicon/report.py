@@ -91,6 +91,9 @@ def text_report(doc: dict) -> str:
     lines = [f"silicon matrix: {doc['source']['path']} ({c['rows']} rows): {c['simulated']} simulated, "
              f"{c['failed']} failed, {c['unsupported']} not expressible"
              + (f", {c['not_run']} not run (interrupted)" if c["not_run"] else "") + f"; wall {doc['wall_s']:.0f} s"]
+    held = (doc.get("options") or {}).get("held_out")
+    if held:
+        lines.append(f"held out: each row's front-end time fitted without its own model ({held})")
     if c["unsupported_by_reason"]:
         lines.append("not expressible, by reason (first that applies):")
         lines += [f"  {n:>5d}  {doc['reasons'].get(k, k)}" for k, n in c["unsupported_by_reason"].items()]
