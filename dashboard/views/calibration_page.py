@@ -128,7 +128,9 @@ if matrices:
         reasons = ", ".join(f"{k}: {n}" for k, n in (counts.get("unsupported_by_reason") or {}).items())
         st.caption(f"{counts.get('simulated', 0)} rows simulated, {counts.get('failed', 0)} failed, "
                    f"{counts.get('unsupported', 0)} not expressible{f' ({reasons})' if reasons else ''}. Errors "
-                   "of the simulated median against the measured value; negative bias = simulated faster.")
+                   "of the simulated median against the measured value; negative bias = simulated faster."
+                   + (" Held out: each row's front-end time fitted without its own model."
+                      if (matrix.doc.get("options") or {}).get("held_out") else ""))
         if matrix.chart is not None:
             st.vega_lite_chart(matrix.chart)
         st.dataframe(matrix.partitions, hide_index=True, column_config={
