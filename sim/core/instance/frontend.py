@@ -65,7 +65,7 @@ class FrontEnd:
     @property
     def active(self) -> bool:
         return (self.per_request_s > 0.0 or self.per_prompt_token_s > 0.0 or self.per_stream_s > 0.0
-                or self.per_prefill_s > 0.0 or self.per_prefill_stream_s > 0.0)
+                or self.needs_prefill)
 
     @property
     def needs_prefill(self) -> bool:

@@ -13,11 +13,10 @@ import json
 from pathlib import Path
 
 from inferplan.errors import InputError
+from sim.validate.silicon.fit import KEYS
 from sim.validate.silicon.support import RowPlan, plan_row
 from sim.validate.silicon.table import SiliconRow
 
-FRONTEND_KEYS = ("frontend_per_request_s", "frontend_per_prompt_token_s", "frontend_per_stream_s",
-                 "frontend_per_prefill_s", "frontend_per_prefill_stream_s")
 
 
 class HeldOut:
@@ -46,7 +45,7 @@ class HeldOut:
                 raise InputError(where, f"engines.{engine}.held_out_each", "missing",
                                  "refit with the current python -m sim.validate.silicon.fit")
             self.by[engine] = fit["held_out_by"]
-            self.keys[engine] = {str(k): {n: float(v.get(n, 0.0)) for n in FRONTEND_KEYS} for k, v in each.items()}
+            self.keys[engine] = {str(k): {n: float(v.get(n, 0.0)) for n in KEYS} for k, v in each.items()}
 
     def engine_keys(self, row: SiliconRow) -> dict | None:
         """The front-end keys `row` is simulated with (None: its preset's own, for an engine not fitted here)."""
