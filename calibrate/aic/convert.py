@@ -167,6 +167,14 @@ def _normalise(family: str, df: pd.DataFrame, skipped: Counter, system: str = ""
     bad = ~(out["latency_s"] > 0)
     _skip(skipped, "latency not > 0", bad & keep)
     keep &= ~bad
+    # A shape the grid interpolates over must be positive (the profile loader refuses it otherwise): some tables
+    # hold degenerate measurements (TensorRT-LLM 1.2.0rc5's H100 GEMM table has 882 rows with m = 0).
+    spec = FAMILIES[family]
+    for c in (*spec.combo, *spec.dense):
+        if c in out:
+            bad = ~(pd.to_numeric(out[c], errors="coerce") > 0)
+            _skip(skipped, f"{c} not > 0", bad & keep)
+            keep &= ~bad
     return out[keep]
 
 

@@ -398,3 +398,17 @@ def test_shipped_gemm_tables_are_kernel_times_not_host_paths():
             if engine == "vllm" and hw in ("h100_sxm", "h200"):
                 assert "vllm_flash_attn_mla" not in str(prov["mla_decode"]["kernels"])
                 assert any("not vLLM's default MLA decode backend" in k for k in prov["mla_decode"]["skipped"])
+
+
+def test_a_degenerate_gemm_row_is_skipped_and_counted_not_written():
+    """Source tables can hold rows with a zero dimension (TensorRT-LLM 1.2.0rc5's H100 GEMM table: 882 with m = 0);
+    the profile loader refuses any, so the import skips them and says how many."""
+    from collections import Counter
+
+    from calibrate.aic.convert import _normalise
+    raw = pd.DataFrame([{"gemm_dtype": "fp8", "m": m, "n": 4096, "k": 4096, "kernel_source": "torch_flow",
+                         "source_version": "1.2.0rc5", "latency": 0.02} for m in (0, 8, 16)])
+    skipped: Counter = Counter()
+    rows = _normalise("gemm", raw, skipped)
+    assert list(rows["m"]) == [8, 16]
+    assert skipped == Counter({"m not > 0": 1})
