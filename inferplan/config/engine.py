@@ -10,7 +10,7 @@ engine version and the source of each default):
   num_scheduler_steps, stream_each_step, cuda_graph_sizes {small: [...], step, max}, new_token_ratio_init/min/decay,
   host_per_seq_s, overlap (+ overlap_linear_attention: the engine's own override for models with linear-attention
   layers, `EnginePreset.for_model`), frontend_per_request_s, frontend_per_prompt_token_s, frontend_per_stream_s, frontend_per_prefill_s,
-  frontend_per_prefill_stream_s,
+  frontend_per_prefill_stream_s, frontend_per_step, frontend_per_step_token,
   frontend_path (sim/core/instance/frontend.py: the API server's time, before the scheduler or on the first
   token's way to the client), swap_space_gib,
   gpu_memory_utilization (+ gpu_memory_utilization_by_tp),
@@ -28,7 +28,8 @@ POLICY_KEYS = ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "ite
                "watermark_fraction", "preemption", "num_scheduler_steps", "stream_each_step", "cuda_graph_sizes",
                "new_token_ratio_init", "new_token_ratio_min", "new_token_ratio_decay", "host_per_seq_s", "overlap",
                "frontend_per_request_s", "frontend_per_prompt_token_s", "frontend_per_stream_s",
-               "frontend_per_prefill_s", "frontend_per_prefill_stream_s", "frontend_path")
+               "frontend_per_prefill_s", "frontend_per_prefill_stream_s", "frontend_path", "frontend_per_step",
+               "frontend_per_step_token")
 RULE_KEYS = ("req_pool_cap", "overlap_linear_attention")  # (inputs of rules, not scheduler parameters)
 MEMORY_KEYS = ("gpu_memory_utilization", "gpu_memory_utilization_by_tp", "kv_free_memory_fraction",
                "block_size_tokens", "swap_space_gib")
@@ -75,6 +76,8 @@ class EnginePreset:
     frontend_per_prefill_s: float = 0.0          # s per s of the prompt's own prefill price on the idle instance
     frontend_per_prefill_stream_s: float = 0.0   # s per s of that price per stream the instance holds
     frontend_path: str = "entry"                 # where that delay sits: entry (before the scheduler), first_token
+    frontend_per_step: float = 0.0               # iterations (x the instance's recent iteration time) per request
+    frontend_per_step_token: float = 0.0         # iterations per prompt token
     swap_space_gib: float = 0.0                  # host swap space per GPU (preemption: swap)
     req_pool_cap: int = 5120                     # requests: the cap of SGLang's request pool (max_num_seqs rule)
     overlap_linear_attention: str | None = None  # `overlap` for models with linear-attention layers (None: same)

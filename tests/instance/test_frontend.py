@@ -33,13 +33,13 @@ class FlatCost:
         return scheduled_cost(StepCost(STEP_S, parts), load_s, host_s, overlap, back_to_back)
 
 
-def instance(frontend: FrontEnd | None):
+def instance(frontend: FrontEnd | None, cost=None):
     env = simpy.Environment()
     kv = BlockManager(64, 16)
     policy = EngineBatching(kv, max_num_seqs=8, max_num_batched_tokens=1024, chunked_prefill=True,
                             frontend=frontend)
     done: dict[int, float] = {}
-    inst = Instance(env, "p", 0, policy, kv, FlatCost(), lambda r: done.setdefault(r.request_id, r.finish_s),
+    inst = Instance(env, "p", 0, policy, kv, cost or FlatCost(), lambda r: done.setdefault(r.request_id, r.finish_s),
                     fast_forward=False)
     inst.state = "active"
     return env, inst, policy, done
@@ -202,3 +202,53 @@ def test_a_request_handed_to_another_instance_takes_that_instances_front_end():
         other.submit(r, 0.0)
     env2.run()
     assert req.first_token_s == pytest.approx(STEP_S)
+
+
+def test_the_per_step_terms_count_the_instances_recent_iterations():
+    """(per_step + per_step_token x prompt) x the recent iteration time: with 10 ms iterations, 2 iterations plus
+    0.1 per prompt token is 30 ms for a 10-token prompt; before any iteration the average is 0 (no delay)."""
+    fe = FrontEnd(per_step=2.0, per_step_token=0.1, path="first_token")
+    assert fe.delay_s(prompt_tokens=10, streams=0, step_s=0.010) == pytest.approx(0.030)
+    assert fe.active and not fe.needs_prefill
+    with pytest.raises(ValueError, match="frontend_per_step"):
+        FrontEnd(per_step_token=-0.1)
+    env, inst, policy, done = instance(fe)
+    inst.submit(SimRequest(0, 0.0, 10, 50), 0.0)   # idle instance: no iteration yet, first token undelayed
+    first = next(iter(policy.waiting))
+    env.run(until=0.2)
+    assert first.first_token_s == pytest.approx(STEP_S)
+    assert inst.step_avg_s == pytest.approx(STEP_S)  # every iteration costs STEP_S here
+    inst.submit(SimRequest(1, 0.2, 10, 5), 0.2)
+    second = next(r for r in [*policy.waiting, *policy.running] if r.request_id == 1)
+    env.run()
+    engine_first_s = second.first_token_s - 0.030    # the client sees it 3 recent iterations after the engine
+    assert 0.2 < engine_first_s <= 0.2 + 2 * STEP_S + 1e-9
+    preset = EnginePreset(name="x", frontend_per_step=4.0, frontend_per_step_token=0.002)
+    assert build_scheduler(preset, BlockManager(8, 16), 4096, 128).frontend == FrontEnd(per_step=4.0,
+                                                                                        per_step_token=0.002)
+
+
+class GrowingCost(FlatCost):
+    """Iteration i (counted from 0) costs (i + 1) ms."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def step_cost(self, b: BatchShape, load_s: float = 0.0, host_s: float = 0.0, overlap: int = 0,
+                  back_to_back: bool = False) -> StepCost:
+        self.calls += 1
+        parts = dict.fromkeys(PARTS, 0.0)
+        parts["attention"] = 0.001 * self.calls
+        return StepCost(parts["attention"], parts)
+
+
+def test_the_recent_iteration_time_is_an_exponential_average_of_the_last_iterations():
+    from sim.core.instance.instance import STEP_AVERAGE_ITERATIONS
+    env, inst, _, _ = instance(FrontEnd(per_step=1.0), GrowingCost())
+    inst.submit(SimRequest(0, 0.0, 10, 6), 0.0)
+    env.run()
+    keep = 1.0 - 1.0 / STEP_AVERAGE_ITERATIONS
+    expect = 0.001
+    for i in range(2, inst.iterations + 1):
+        expect = 0.001 * i + (expect - 0.001 * i) * keep
+    assert inst.iterations == 6 and inst.step_avg_s == pytest.approx(expect)

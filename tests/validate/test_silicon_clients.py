@@ -122,9 +122,12 @@ def test_fit_recovers_a_per_prefill_stream_gap_for_the_engines_asked(tmp_path, c
             clients, prefill_s, sim_s = 1 + 9 * (i % 6), 0.02 + 0.01 * (i % 5), 0.05 + 0.01 * (i % 7)
             meas = sim_s + 0.02 + (0.5 + 0.05 * (clients - 1)) * prefill_s
             w.writerow([f"r{i}", "simulated", engine, model, "h100_sxm", "x", 1024, clients, prefill_s, sim_s, meas])
-    fit_main([f"base={path}", "engines=vllm"])
+    terms = "frontend_per_request_s,frontend_per_stream_s,frontend_per_prefill_s,frontend_per_prefill_stream_s"
+    fit_main([f"base={path}", "engines=vllm", f"terms={terms}"])
     doc = json.loads(capsys.readouterr().out)
     assert list(doc["engines"]) == ["vllm"]
+    assert doc["engines"]["vllm"]["terms"] == ["frontend_per_request_s", "frontend_per_stream_s",
+                                               "frontend_per_prefill_s", "frontend_per_prefill_stream_s"]
     v = doc["engines"]["vllm"]["values"]
     assert v["frontend_per_request_s"] == pytest.approx(0.02, rel=1e-3)
     assert v["frontend_per_prefill_s"] == pytest.approx(0.5, rel=1e-3)
@@ -134,3 +137,36 @@ def test_fit_recovers_a_per_prefill_stream_gap_for_the_engines_asked(tmp_path, c
         fit_main([f"base={path}", "engines=tgi"])
     err = capsys.readouterr().err
     assert stop.value.code == 2 and "command line: engines: tgi unknown" in err and err.count("\n") == 1
+
+
+def test_the_vllm_fit_counts_iterations_by_default(tmp_path, capsys):
+    """Rows whose measured TTFT is the simulated one plus (3 + 0.002 x the mean prompt's tokens) simulated TPOTs:
+    vLLM's default terms (`fit.FITTED`) are the per-step ones and find 3 and 0.002; SGLang's are the per-prefill
+    ones; a term that is not a front-end key is one line, exit 2."""
+    import csv
+    import json
+
+    from sim.validate.silicon.fit import FITTED, KEYS
+    from sim.validate.silicon.fit import main as fit_main
+
+    assert [KEYS[i] for i in FITTED["vllm"]] == ["frontend_per_step", "frontend_per_step_token"]
+    assert "frontend_per_prefill_s" in [KEYS[i] for i in FITTED["sglang"]]
+    cols = ["id", "status", "engine", "model", "system", "preset", "isl_tokens", "clients", "sim_prefill_alone_s",
+            "sim_ttft_p50_s", "sim_tpot_p50_s", "measured_ttft_s"]
+    path = tmp_path / "rows.csv"
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(cols)
+        for i, model in enumerate(["A", "B", "C"] * 12):
+            isl, tpot_s, sim_s = (1024, 4096, 8192)[i % 3], 0.005 + 0.004 * (i % 5), 0.05 + 0.01 * (i % 7)
+            meas = sim_s + (3.0 + 0.002 * 0.9 * isl) * tpot_s
+            w.writerow([f"r{i}", "simulated", "vllm", model, "h100_sxm", "x", isl, 8, 0.03, sim_s, tpot_s, meas])
+    fit_main([f"base={path}"])
+    v = json.loads(capsys.readouterr().out)["engines"]["vllm"]["values"]
+    assert v["frontend_per_step"] == pytest.approx(3.0, rel=1e-3)
+    assert v["frontend_per_step_token"] == pytest.approx(0.002, rel=1e-3)
+    assert v["frontend_per_prefill_s"] == 0.0 and v["frontend_per_request_s"] == 0.0
+    with pytest.raises(SystemExit) as stop:
+        fit_main([f"base={path}", "terms=frontend_per_step,per_token"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "terms: per_token is not a front-end key" in err and err.count("\n") == 1

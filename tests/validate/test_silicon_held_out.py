@@ -7,7 +7,9 @@ import json
 
 import pytest
 
+from inferplan.errors import InputError
 from sim.validate.silicon.__main__ import main
+from sim.validate.silicon.fit import KEYS as FIT_KEYS
 from sim.validate.silicon.held_out import HeldOut
 from sim.validate.silicon.table import CSV_PATH, read_table
 
@@ -28,7 +30,7 @@ def _doc(tmp_path, without_qwen: dict, by: str = "model") -> str:
 def test_a_row_takes_the_coefficients_fitted_without_its_model(tmp_path):
     rows = {r.id: r for r in read_table(CSV_PATH)}
     held = HeldOut(_doc(tmp_path, KEYS))
-    assert held.engine_keys(rows[ROW]) == KEYS
+    assert held.engine_keys(rows[ROW]) == dict.fromkeys(FIT_KEYS, 0.0) | KEYS  # (keys a document lacks: 0)
     vllm_row = next(r for r in rows.values() if r.engine == "vllm")
     assert held.engine_keys(vllm_row) is None  # an engine the document does not fit keeps its preset
 
@@ -69,3 +71,20 @@ def test_a_model_the_fit_never_held_out_is_refused(tmp_path, capsys):
     with pytest.raises(SystemExit) as stop:
         main([f"ids={ROW}", f"held_out={path}", f"out={tmp_path / 'out'}"])
     assert stop.value.code == 2 and "no coefficients fitted without 'Qwen3-32B'" in capsys.readouterr().err
+
+
+def test_several_documents_score_together_each_engine_from_the_one_that_fits_it(tmp_path):
+    """`held_out=a.json,b.json`: TensorRT-LLM's rows from the document that fits it, vLLM's from the other; the same
+    engine in two documents is refused in one line."""
+    rows = {r.id: r for r in read_table(CSV_PATH)}
+    trt = _doc(tmp_path, KEYS)
+    vllm_row = next(r for r in rows.values() if r.engine == "vllm" and r.model == "Qwen3-32B")
+    steps = {"frontend_per_step": 4.0, "frontend_per_step_token": 0.002}
+    other = tmp_path / "vllm.json"
+    other.write_text(json.dumps({"engines": {"vllm": {"held_out_by": "model", "values": steps,
+                                                      "held_out_each": {"Qwen3-32B": {"rows": 9, **steps}}}}}))
+    held = HeldOut(f"{trt},{other}")
+    assert held.engine_keys(rows[ROW]) == dict.fromkeys(FIT_KEYS, 0.0) | KEYS
+    assert held.engine_keys(vllm_row) == dict.fromkeys(FIT_KEYS, 0.0) | steps
+    with pytest.raises(InputError, match="engines.trtllm: also fitted in"):
+        HeldOut([trt, trt])

@@ -14,7 +14,8 @@ def frontend(preset: EnginePreset) -> FrontEnd:
     """The API server's time outside the kernels (all zero: none)."""
     return FrontEnd(float(preset.frontend_per_request_s), float(preset.frontend_per_prompt_token_s),
                     float(preset.frontend_per_stream_s), float(preset.frontend_per_prefill_s),
-                    float(preset.frontend_per_prefill_stream_s), str(preset.frontend_path))
+                    float(preset.frontend_per_prefill_stream_s), str(preset.frontend_path),
+                    float(preset.frontend_per_step), float(preset.frontend_per_step_token))
 
 
 def build_scheduler(preset: EnginePreset, kv: BlockManager, max_context_tokens: int, kv_tokens: int,

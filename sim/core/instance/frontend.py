@@ -10,6 +10,7 @@ request's path, placed by `path`:
 
 delay_s = per_request_s + per_prompt_token_s x prompt tokens + per_stream_s x streams
           + (per_prefill_s + per_prefill_stream_s x streams) x prefill_s
+          + (per_step + per_step_token x prompt tokens) x step_s
 
 * per_request_s: receive (HTTP, JSON), admission into the engine core (the inter-process hop of vLLM V1's
   AsyncLLM / SGLang's TokenizerManager / TRT-LLM's executor queue), and the first token's detokenise and stream.
@@ -27,6 +28,14 @@ delay_s = per_request_s + per_prompt_token_s x prompt tokens + per_stream_s x st
   rows show, not a mechanism: on the H100 Qwen3-32B vLLM and TensorRT-LLM rows the measured TTFT over the prompt's
   prefill alone is ~3.3 at 8 clients, ~4.8 at 32 and ~10.5 at 128, whatever the prompt, output length and TP
   (docs/validation.md, "TTFT in proportion to the prefill, growing with the streams").
+* per_step, per_step_token (iterations, and iterations per prompt token): a delay counted in the instance's own
+  iterations, `step_s` being its recent iteration time (an exponential average over its last iterations, what a
+  stream's time per output token is while it runs; 0 before its first iteration). What the rows show: on every
+  engine, model, TP and concurrency, the measured TTFT beyond the simulated one divided by the measured TPOT is
+  nearly constant in the concurrency and grows linearly with the prompt (vLLM gpt-oss-120b on H200: ~7 iterations
+  at 1k tokens, ~32 at 8k, at 4 to 64 clients and TP 1 to 8; docs/validation.md, "TTFT in iterations"). A
+  delay in iterations carries the concurrency, the model, TP and the GPU through the iteration time, which the
+  cost model prices; a delay in seconds or in proportion to the prefill does not carry them across models.
 
 Why two paths. A delay at `entry` holds each closed-loop client's next request away from the scheduler while the
 running requests keep decoding, so requests that finish within the delay of one another arrive together, and a
@@ -53,19 +62,22 @@ class FrontEnd:
     per_prefill_s: float = 0.0
     per_prefill_stream_s: float = 0.0
     path: str = "entry"
+    per_step: float = 0.0
+    per_step_token: float = 0.0
 
     def __post_init__(self) -> None:
         if self.path not in PATHS:
             raise ValueError(f'"frontend_path" must be one of {", ".join(PATHS)}, not {self.path!r}')
         if min(self.per_request_s, self.per_prompt_token_s, self.per_stream_s, self.per_prefill_s,
-               self.per_prefill_stream_s) < 0.0:
+               self.per_prefill_stream_s, self.per_step, self.per_step_token) < 0.0:
             raise ValueError('"frontend_per_request_s", "frontend_per_prompt_token_s", "frontend_per_stream_s", '
-                             '"frontend_per_prefill_s" and "frontend_per_prefill_stream_s" must be >= 0')
+                             '"frontend_per_prefill_s", "frontend_per_prefill_stream_s", "frontend_per_step" and '
+                             '"frontend_per_step_token" must be >= 0')
 
     @property
     def active(self) -> bool:
         return (self.per_request_s > 0.0 or self.per_prompt_token_s > 0.0 or self.per_stream_s > 0.0
-                or self.needs_prefill)
+                or self.needs_prefill or self.per_step > 0.0 or self.per_step_token > 0.0)
 
     @property
     def needs_prefill(self) -> bool:
@@ -76,8 +88,9 @@ class FrontEnd:
     def at_first_token(self) -> bool:
         return self.path == "first_token"
 
-    def delay_s(self, prompt_tokens: int, streams: int, prefill_s: float = 0.0) -> float:
+    def delay_s(self, prompt_tokens: int, streams: int, prefill_s: float = 0.0, step_s: float = 0.0) -> float:
         """Seconds of the delay on the request's path (>= 0); `prefill_s`: the prompt's prefill alone on the idle
-        instance."""
+        instance; `step_s`: the instance's recent iteration time."""
         return (self.per_request_s + self.per_prompt_token_s * prompt_tokens + self.per_stream_s * streams
-                + (self.per_prefill_s + self.per_prefill_stream_s * streams) * prefill_s)
+                + (self.per_prefill_s + self.per_prefill_stream_s * streams) * prefill_s
+                + (self.per_step + self.per_step_token * prompt_tokens) * step_s)

@@ -23,6 +23,10 @@ from sim.core.instance.request_state import SimRequest
 from sim.core.instance.itl import ItlSketch
 
 _N_PARTS: Final = len(PARTS)  # a step cost's parts vector length
+# The front end's iteration time (`step_avg_s`, sim/core/instance/frontend.py) averages the last ~32 iterations
+# exponentially: long enough to hold a stream's time per output token through the prefill iterations among them.
+STEP_AVERAGE_ITERATIONS: Final = 32
+_STEP_KEEP: Final = 1.0 - 1.0 / STEP_AVERAGE_ITERATIONS
 
 # What the instance is doing between events.
 IDLE, WAKE, TIMER, STEP, RUN, APPLY = "idle", "wake", "timer", "step", "run", "apply"
@@ -123,6 +127,7 @@ class Instance:
         self.failed_s = float("nan")      # when it failed (then also `stopped_s`), NaN if it never did
         self.busy_s = 0.0
         self.iterations = 0
+        self.step_avg_s = 0.0  # recent iteration time: exponential average over ~STEP_AVERAGE_ITERATIONS of them
         self._parts_acc = [0.0] * _N_PARTS  # seconds per part, PARTS order (see `parts_s`)
         self.last_step_end_s = 0.0
         self.clock_ok = True
@@ -217,7 +222,8 @@ class Instance:
         fe = self.frontend
         if fe is not None:
             delay = fe.delay_s(req.prompt_tokens, self.outstanding,
-                               self.prefill_alone_s(req.prompt_tokens) if fe.needs_prefill else 0.0)
+                               self.prefill_alone_s(req.prompt_tokens) if fe.needs_prefill else 0.0,
+                               self.step_avg_s)
             if fe.at_first_token:  # the scheduler takes it now; the client sees its first token `delay` later
                 req.first_token_delay_s = delay
                 fe = None
@@ -420,6 +426,12 @@ class Instance:
             self.clock_ok = False
         self.last_step_end_s = now
         self.busy_s += busy_s
+        if iterations > 0:
+            mean_s = busy_s / iterations
+            if self.iterations == 0:
+                self.step_avg_s = mean_s
+            else:
+                self.step_avg_s = mean_s + (self.step_avg_s - mean_s) * _STEP_KEEP ** iterations
         self.iterations += iterations
         acc = self._parts_acc
         for j in range(_N_PARTS):

@@ -1,5 +1,5 @@
 """`python -m sim.validate.silicon [csv=<file>] [jobs=N] [limit=N] [systems=h100_sxm,h200_sxm] [ids=a,b]
-[rounds=10] [cost=measured] [client=inferencex|fixed|source] [held_out=<fit.json>] [out=<dir>] [resume=true]`:
+[rounds=10] [cost=measured] [client=inferencex|fixed|source] [held_out=<fit.json>[,...]] [out=<dir>] [resume=true]`:
 simulate every row of a
 measured-runs table (default: the shipped copy) and report the TTFT/TPOT errors per partition and concurrency
 band, and the rows it cannot express by reason.
@@ -11,7 +11,8 @@ profile path; default: the configured one). `client` the benchmark client whose 
 (sim/validate/silicon/clients.py): `inferencex` (default: uniform in [0.8 L, L], the data README's client),
 `fixed` (exactly ISL in, OSL out), `source` (per row by its `silicon_data_source`: `fixed` for the rows of
 AIConfigurator's gap-analysis collection, `inferencex` for the rest). `held_out` a fit document (`python -m
-sim.validate.silicon.fit ... out=<fit.json>`): each row's front-end time is the one fitted without its own model
+sim.validate.silicon.fit ... out=<fit.json>`; several, comma-separated: each engine from the one that fits it):
+each row's front-end time is the one fitted without its own model
 (sim/validate/silicon/held_out.py), the held-out matrix the targets are scored on. Results go to `out` (default
 runs/validate/silicon/<time>) as each row finishes: Ctrl-C keeps them, writes the report of what finished and
 exits 130; `resume=true` with the same `out` (and options) runs only the rows its rows.csv lacks. Bad input: one
@@ -65,7 +66,7 @@ def parse_args(argv: list[str]) -> dict:
             "systems": [s for s in args.get("systems", "").split(",") if s],
             "ids": [s for s in args.get("ids", "").split(",") if s],
             "resume": _bool(args, "resume"), "cost": cost_option(args), "client": client_option(args),
-            "held_out": Path(args["held_out"]) if args.get("held_out") else None,
+            "held_out": args.get("held_out") or None,
             "out": Path(args.get("out") or Path("runs") / "validate" / "silicon" / time.strftime("%Y-%m-%d_%H-%M-%S"))}
 
 

@@ -2,19 +2,23 @@
 
 `python -m sim.validate.silicon.fit [base=<rows.csv>] [per_model=N] [jobs=N] [systems=h100_sxm,h200_sxm]
 [refine=true] [search=<rows per model>] [cost=measured] [client=inferencex|fixed|source] [engines=vllm,...]
-[out=<file.json>] [write=true]`
+[terms=<key>,...] [out=<file.json>] [write=true]`
 
 What is fitted: an engine preset's front-end time (sim/core/instance/frontend.py), per engine, never per model,
 delay_s = frontend_per_request_s + frontend_per_prompt_token_s x prompt tokens + frontend_per_stream_s x streams
 + (frontend_per_prefill_s + frontend_per_prefill_stream_s x streams) x the prompt's prefill alone (seconds, priced
-by the cost model); the per-token term is not fitted (`FITTED`). `engines=` fits (and writes) those engines only.
+by the cost model) + (frontend_per_step + frontend_per_step_token x prompt tokens) x the instance's iteration time
+(the row's simulated TPOT median stands for it here); which terms each engine fits: `FITTED` (vLLM and
+TensorRT-LLM the two per-step terms, SGLang the per-request, per-stream and per-prefill ones), `terms=<key>,...`
+another set for every engine. `engines=` fits (and writes) those engines only.
 Everything else (kernel times, the cost model's step overhead, the scheduler) stays as configured.
 
 How: every row is simulated once with the front-end time at zero (or read from `base=`, a matrix `rows.csv`
 simulated with it at zero, e.g. `runs/validate/silicon/full`): the gap to the measured TTFT median is
 measured - simulated. The delay adds to each request's TTFT, so the fit is a linear one over the rows' features
-[1, streams (clients - 1: a closed loop holds the other clients' requests), the mean prompt's (0.9 x ISL: uniform
-in [0.8 ISL, ISL]) prefill alone on the row's instance (rows.csv `sim_prefill_alone_s`), that prefill x streams],
+[1, the mean prompt's tokens (0.9 x ISL: uniform in [0.8 ISL, ISL]), streams (clients - 1: a closed loop holds the
+other clients' requests), the mean prompt's prefill alone on the row's instance (rows.csv `sim_prefill_alone_s`),
+that prefill x streams, the simulated TPOT median (rows.csv `sim_tpot_p50_s`), that x the mean prompt's tokens],
 minimising the median absolute relative TTFT error (iteratively reweighted least squares,
 L1, each coefficient >= 0). The additive view ignores that a delayed request also delays its client's next one
 (less load: a slightly shorter simulated queue); the matrix re-run with the fitted presets is the check.
@@ -49,12 +53,18 @@ from sim.validate.silicon.runner import read_records
 from sim.validate.silicon.simulate_row import client_option, cost_option
 
 KEYS = ("frontend_per_request_s", "frontend_per_prompt_token_s", "frontend_per_stream_s", "frontend_per_prefill_s",
-        "frontend_per_prefill_stream_s")
-# The terms fitted (indices into KEYS): per request, per stream, per second of the prompt's own prefill price, and
-# that per stream. The
-# per-token term stays at 0: tokenising costs ~1-5 us per token, within the per-request term at these prompts, and
-# a gap that grows with the prompt also shrinks with TP and differs between models, as a prefill price does.
-FITTED = (0, 2, 3, 4)
+        "frontend_per_prefill_stream_s", "frontend_per_step", "frontend_per_step_token")
+# The terms each engine's fit takes by default (indices into KEYS; `terms=` picks others, for every engine).
+# vLLM and TensorRT-LLM: the delay in iterations (per request and per prompt token, times the instance's recent
+# iteration time): their rows' TTFT beyond the simulated one is a near-constant number of iterations across
+# concurrency, TP and models, so it carries to a model the fit never saw (held out, H100/H200 matrix: vLLM TTFT
+# 21.6% -> 17.2%, TensorRT-LLM 29.7% -> 24.4%; docs/validation.md, "TTFT in iterations").
+# SGLang: per request, per stream, per second of the prompt's own prefill price and that per stream, at `entry`:
+# its measured Qwen3-32B rows are bursts that delay reproduces, the iteration delay loses them (held out 22.0% ->
+# 41.6%). No engine fits the per-token seconds: tokenising costs ~1-5 us per token, within the other terms here.
+STEP_TERMS = (5, 6)
+PREFILL_TERMS = (0, 2, 3, 4)
+FITTED = {"vllm": STEP_TERMS, "trtllm": STEP_TERMS, "sglang": PREFILL_TERMS}
 ZERO = {k: 0.0 for k in KEYS}
 SYSTEMS = ("h100_sxm", "h200_sxm")
 
@@ -64,14 +74,27 @@ def features(rec: dict) -> np.ndarray:
     of KEYS)."""
     streams = max(0.0, rec["clients"] - 1.0)
     prefill_s = float(rec.get("sim_prefill_alone_s") or 0.0)
-    return np.array([1.0, 0.9 * rec["isl_tokens"], streams, prefill_s, prefill_s * streams])
+    step_s = float(rec.get("sim_tpot_p50_s") or 0.0)
+    tokens = 0.9 * rec["isl_tokens"]
+    return np.array([1.0, tokens, streams, prefill_s, prefill_s * streams, step_s, step_s * tokens])
 
 
-def _fit(x: np.ndarray, sim: np.ndarray, meas: np.ndarray) -> np.ndarray:
-    """All KEYS' coefficients: the FITTED ones by `fit_l1`, the rest 0."""
+def _fit(x: np.ndarray, sim: np.ndarray, meas: np.ndarray, fitted: tuple[int, ...]) -> np.ndarray:
+    """All KEYS' coefficients: the `fitted` ones (indices into KEYS) by `fit_l1`, the rest 0."""
     c = np.zeros(len(KEYS))
-    c[list(FITTED)] = fit_l1(x[:, list(FITTED)], sim, meas)
+    c[list(fitted)] = fit_l1(x[:, list(fitted)], sim, meas)
     return c
+
+
+def terms_option(args: dict) -> tuple[int, ...] | None:
+    """The `terms=` option: the KEYS to fit for every engine (comma-separated); None: each engine's FITTED."""
+    if "terms" not in args:
+        return None
+    names = [t for t in args["terms"].split(",") if t]
+    if not names or (unknown := [t for t in names if t not in KEYS]):
+        raise InputError("command line", "terms", f"{', '.join(unknown) if names else 'nothing'} is not a front-end "
+                         "key", f"give one or more of {', '.join(KEYS)}, comma-separated")
+    return tuple(KEYS.index(t) for t in names)
 
 
 def fit_l1(x: np.ndarray, sim: np.ndarray, meas: np.ndarray, lower: np.ndarray | None = None,
@@ -110,22 +133,24 @@ def summary(err: np.ndarray) -> dict:
             "bias_pct": round(float(np.median(err)), 1)}
 
 
-def fit_engine(recs: list[dict]) -> dict:
-    """One engine's fit, its in-sample error and its leave-one-model-out (or -ISL-out) error."""
+def fit_engine(recs: list[dict], fitted: tuple[int, ...]) -> dict:
+    """One engine's fit of the `fitted` terms, its in-sample error and its leave-one-model-out (or -ISL-out)
+    error."""
     x = np.array([features(r) for r in recs])
     sim = np.array([r["sim_ttft_p50_s"] for r in recs])
     meas = np.array([r["measured_ttft_s"] for r in recs])
-    c = _fit(x, sim, meas)
+    c = _fit(x, sim, meas, fitted)
     models = sorted({r["model"] for r in recs})
     by, held_out = ("model", models) if len(models) > 1 else ("isl_tokens", sorted({r["isl_tokens"] for r in recs}))
     lomo_err, per = [], {}
     for m in held_out:
         test = np.array([r[by] == m for r in recs])
-        cm = _fit(x[~test], sim[~test], meas[~test])
+        cm = _fit(x[~test], sim[~test], meas[~test], fitted)
         e = errors_pct(x[test], sim[test], meas[test], cm)
         lomo_err.append(e)
         per[str(m)] = {**summary(e), **dict(zip(KEYS, (float(v) for v in cm)))}
-    return {"values": dict(zip(KEYS, (float(v) for v in c))), "rows": len(recs), "models": models,
+    return {"values": dict(zip(KEYS, (float(v) for v in c))), "terms": [KEYS[i] for i in fitted],
+            "rows": len(recs), "models": models,
             "before": summary(errors_pct(x, sim, meas, np.zeros(len(KEYS)))),
             "in_sample": summary(errors_pct(x, sim, meas, c)),
             "held_out_by": by, "held_out": summary(np.concatenate(lomo_err)), "held_out_each": per}
@@ -238,10 +263,10 @@ def preset_block(engine: str, fit: dict, command: str) -> str:
             f"# TTFT median |err| {fit['before']['median_abs_pct']}% (no front-end time) -> {ins['median_abs_pct']}% "
             "in "
             f"sample, {out['median_abs_pct']}% held out\n# ({held}; held-out bias {out['bias_pct']}%; additive "
-            "predictions of the linear fit).\n" + _search_note(fit) + "# The per-prefill "
-            "terms are latency in proportion to the prompt's own prefill price\n# (and per stream; not GPU time: "
-            "kernel times are never scaled); the per-token term is not fitted (0).\n"
-            + "".join(f"{k}: {v[k]:.4g}\n" for k in KEYS))
+            "predictions of the linear fit).\n" + _search_note(fit) + "# Fitted: "
+            f"{', '.join(fit['terms'])}; the other keys 0. No term scales a kernel time:\n# the per-step terms "
+            "count the instance's iterations (frontend.py), the per-prefill ones follow\n# the prompt's own prefill "
+            "price.\n" + "".join(f"{k}: {v[k]:.4g}\n" for k in KEYS))
 
 
 def _search_note(fit: dict) -> str:
@@ -282,6 +307,7 @@ def main(argv: list[str] | None = None) -> None:
         if unknown := wanted - set(PRESETS):
             raise InputError("command line", "engines", f"{', '.join(sorted(unknown))} unknown",
                              f"give one or more of {', '.join(PRESETS)}, comma-separated")
+        fitted = terms_option(args)
     if "base" in args:
         recs = [r for r in read_records(Path(args["base"])) if r["status"] == "simulated" and r["system"] in systems]
         source = f"base={args['base']} (all its simulated rows)"
@@ -297,7 +323,8 @@ def main(argv: list[str] | None = None) -> None:
     recs = [r for r in recs if r["engine"] in wanted]
     doc = {"source": source, "systems": list(systems), "engines": {}}
     for engine in sorted({r["engine"] for r in recs}):
-        doc["engines"][engine] = fit_engine([r for r in recs if r["engine"] == engine])
+        doc["engines"][engine] = fit_engine([r for r in recs if r["engine"] == engine],
+                                            fitted if fitted is not None else FITTED[engine])
     if "search" in args:
         scale_search(doc, systems, int(args["search"]), int(args.get("jobs", 2)), cost, client)
     text = json.dumps(doc, indent=1)

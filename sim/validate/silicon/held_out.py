@@ -1,8 +1,9 @@
 """Each row simulated with the front-end time fitted without its own model: the matrix the issue's targets are
 scored on ("each model scored with its own model left out of any fit").
 
-`python -m sim.validate.silicon held_out=<fit.json>`, where <fit.json> is a document written by
-`python -m sim.validate.silicon.fit ... out=<fit.json>`: for every engine it holds the coefficients fitted on the
+`python -m sim.validate.silicon held_out=<fit.json>[,<fit.json>...]`, where each <fit.json> is a document written by
+`python -m sim.validate.silicon.fit ... out=<fit.json>` (several: each engine from the one that fits it, so engines
+fitted on different bases, `fit ... engines=`, score together): for every engine it holds the coefficients fitted on the
 other models' rows (`engines.<engine>.held_out_each.<model>`; an engine with one model in the data holds them out
 by input length instead, `held_out_by`). A row of an engine the document does not fit keeps its preset's values.
 Only the front-end keys change; the preset's path (`frontend_path`) and scheduler stay as shipped.
@@ -22,7 +23,19 @@ from sim.validate.silicon.table import SiliconRow
 class HeldOut:
     """The held-out front-end keys of each row, read from a fit document."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, paths: Path | str | list) -> None:
+        """`paths`: one fit document, or several (a list, or comma-separated): each engine's fits from the one
+        document that holds it (an engine in two is refused)."""
+        if isinstance(paths, (str, Path)):
+            paths = [p for p in str(paths).split(",") if p]
+        self.path = ",".join(str(p) for p in paths)
+        self.by: dict[str, str] = {}
+        self.keys: dict[str, dict[str, dict[str, float]]] = {}
+        self.source: dict[str, str] = {}
+        for path in paths:
+            self._read(Path(path))
+
+    def _read(self, path: Path) -> None:
         where = str(path)
         try:
             doc = json.loads(Path(path).read_text())
@@ -36,14 +49,15 @@ class HeldOut:
         if not isinstance(engines, dict) or not engines:
             raise InputError(where, "engines", "no engine fits in it",
                              "give a file written by python -m sim.validate.silicon.fit ... out=<file>")
-        self.path = where
-        self.by: dict[str, str] = {}
-        self.keys: dict[str, dict[str, dict[str, float]]] = {}
         for engine, fit in engines.items():
             each = fit.get("held_out_each") if isinstance(fit, dict) else None
             if not isinstance(each, dict) or fit.get("held_out_by") not in ("model", "isl_tokens"):
                 raise InputError(where, f"engines.{engine}.held_out_each", "missing",
                                  "refit with the current python -m sim.validate.silicon.fit")
+            if engine in self.source:
+                raise InputError(where, f"engines.{engine}", f"also fitted in {self.source[engine]}",
+                                 "give each engine's fit in one document only (fit ... engines=<the others>)")
+            self.source[engine] = where
             self.by[engine] = fit["held_out_by"]
             self.keys[engine] = {str(k): {n: float(v.get(n, 0.0)) for n in KEYS} for k, v in each.items()}
 
