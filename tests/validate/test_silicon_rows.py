@@ -25,11 +25,14 @@ def test_the_client_concurrency_is_the_sources_else_the_column(source, batch_siz
     assert client_concurrency(source, batch_size) == clients
 
 
-def test_dp_attention_encoding_is_n_gpus_of_attention_dp_and_expert_parallelism():
+def test_the_n_by_n_expert_encoding_is_tp_n_ep_n_as_its_twin_records_read():
+    """tp_size 4, attention_dp_size 4, moe_ep_size 16 is the TP 4 EP 4 run recorded elsewhere in the file as
+    tp_size 4, attention_dp_size 1, moe_ep_size 4 (the same TTFT and TPOT): 4 GPUs, attention not data-parallel."""
     p = plan_row(ROW)
-    assert isinstance(p, RowPlan)
-    assert (p.tp, p.deployment) == (1, {"dp": 4, "ep": 4})
-    assert any("data-parallel attention, 4 GPUs" in a for a in p.assumptions)
+    twin = plan_row(dataclasses.replace(ROW, attention_dp=1, moe_ep=4))
+    assert isinstance(p, RowPlan) and isinstance(twin, RowPlan)
+    assert (p.tp, p.deployment) == (twin.tp, twin.deployment) == (4, {"ep": 4})
+    assert any("no data-parallel attention" in a for a in p.assumptions)
 
 
 @pytest.mark.parametrize("change, tp, deployment", [
@@ -43,7 +46,7 @@ def test_other_parallel_layouts_are_taken_as_written(change, tp, deployment):
         assert not isinstance(p, RowPlan) and p.reason == "parallelism"
     else:
         assert isinstance(p, RowPlan) and (p.tp, p.deployment) == (tp, deployment)
-        assert not any("data-parallel attention" in a for a in p.assumptions)
+        assert not any("no data-parallel attention" in a for a in p.assumptions)
 
 
 @pytest.mark.parametrize("version", ["", "gpt-oss-dev"])

@@ -129,36 +129,41 @@ def _version_preset(row: SiliconRow, notes: list[str]) -> str | None:
 ID_TP_EP = re.compile(r"_tp(\d+)(?:_0)?_ep(\d+)(?:_0)?_\d+$")   # `..._c64_tp4_ep4_1003`: the deployment an id names
 
 
-def _read_as_named(row: SiliconRow, notes: list[str]) -> tuple[int, int | None, int]:
-    """(tp, moe_ep, moe_tp) of a MoE row, its two encodings read as the deployment its id names (`_parallelism`)."""
+def _read_as_named(row: SiliconRow, notes: list[str]) -> tuple[int, int, int | None, int]:
+    """(tp, attention dp, moe_ep, moe_tp) of a MoE row, its two encodings read as the deployment its id names
+    (`_parallelism`)."""
     tp, dp, ep, moe_tp = row.tp or 1, row.attention_dp or 1, row.moe_ep, row.moe_tp or 1
     if dp > 1 and tp == dp and ep == tp * dp and moe_tp == 1:
-        notes.append(f"tp_size {tp}, attention_dp_size {dp}, moe_ep_size {ep}: InferenceX's TP {tp} EP {tp} "
-                     f"with data-parallel attention, {tp} GPUs (attention DP {dp} x TP 1, experts EP {tp})")
-        return 1, dp, 1
+        notes.append(f"tp_size {tp}, attention_dp_size {dp}, moe_ep_size {ep}: TP {tp} with the experts EP {tp}, "
+                     f"{tp} GPUs, no data-parallel attention (the same runs recorded elsewhere in the file read "
+                     f"tp_size {tp}, attention_dp_size 1, moe_ep_size {tp})")
+        return tp, 1, tp, 1
     named = ID_TP_EP.search(row.id)
     n = moe_tp
     if dp == 1 and named and named.group(1) == named.group(2) == str(n) and ep == n > 1 and tp == n * n:
         notes.append(f"tp_size {tp}, moe_tp_size {n}, moe_ep_size {n}: the TP {n} EP {n} the row's id names, {n} GPUs "
                      "(tp_size is moe_tp x moe_ep in these rows; the same runs recorded elsewhere in the file read "
                      f"tp_size {n}, moe_tp_size 1)")
-        return n, n, 1
-    return tp, ep, moe_tp
+        return n, dp, n, 1
+    return tp, dp, ep, moe_tp
 
 
 def _parallelism(row: SiliconRow, moe: bool, notes: list[str]) -> tuple[int, dict, str | None]:
     """(tp, deployment keys, problem) from the row's TP/PP/attention-DP/MoE columns.
 
     One encoding is read as the deployment the row's id names: `tp_size` N, `attention_dp_size` N and `moe_ep_size`
-    N x N (the vLLM MiniMax-M2.5 and Kimi-K2.5 rows whose ids say `tpN_epN`) is InferenceX's "TP N, EP N with data-
-    parallel attention" on N GPUs: N attention ranks of TP 1, the experts over all N. Taken at face value it would be
-    N x N GPUs (16 H100s for the H100 rows: two nodes, where the runs are single-node) serving 1/N of the
-    clients (`batch_size` is per rank: `table.client_concurrency`). A second: `tp_size` N x N with `moe_tp_size` and
+    N x N (the vLLM MiniMax-M2.5 and Kimi-K2.5 rows whose ids say `tpN_epN`) is TP N with the experts EP N on N GPUs,
+    attention not data-parallel. Taken at face value it would be N x N GPUs (16 H100s for the H100 rows: two nodes,
+    where the runs are single-node); the same measurements are recorded elsewhere in the file as `tp_size` N,
+    `attention_dp_size` 1, `moe_ep_size` N (Kimi-K2.5 B200 TP 4 at 4-64 clients: the `kimi_k2_5_...` rows carry the
+    very TTFT and TPOT of the `..._tp4_ep4_...` ones; MiniMax-M2.5 H100 TP 4: the 2026-03-25 rows within 1-3% of the
+    2026-04-06 ones, measured a day apart with the same image). A second: `tp_size` N x N with `moe_tp_size` and
     `moe_ep_size` N, in rows whose id names `tpN_epN` (the 2026-04-06 gpt-oss and Qwen3.5 rows; its Qwen3.5 rows
     repeat the 2026-03-25 measurements, recorded there as `tp_size` N, `moe_tp_size` 1, `moe_ep_size` N), is TP N
     with the experts EP N on N GPUs."""
-    pp, dp = row.pp or 1, row.attention_dp or 1
-    tp, ep, moe_tp = _read_as_named(row, notes) if moe else (row.tp or 1, row.moe_ep, row.moe_tp or 1)
+    pp = row.pp or 1
+    tp, dp, ep, moe_tp = (_read_as_named(row, notes) if moe
+                          else (row.tp or 1, row.attention_dp or 1, row.moe_ep, row.moe_tp or 1))
     dep: dict = {}
     if dp > 1:
         dep["dp"] = dp
