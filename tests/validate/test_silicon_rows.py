@@ -70,3 +70,21 @@ def test_tp_size_written_as_moe_tp_times_moe_ep_is_the_tp_n_ep_n_the_id_names():
     mix = plan_row(dataclasses.replace(row, id="gpt_oss_h100_trtllm_agg_4000x1000_c320_tp4_epnone_4", tp=4,
                                        moe_tp=2, moe_ep=2))
     assert not isinstance(mix, RowPlan) and mix.reason == "parallelism"
+
+
+def test_tensorrt_llm_per_tensor_fp8_rows_run_the_modelopt_checkpoints_fp8_kv_cache():
+    """TensorRT-LLM serves per-tensor FP8 from a ModelOpt checkpoint whose KV cache is FP8 (KvCacheConfig.dtype
+    auto follows it); vLLM's auto is the model dtype; the override reaches the pool only where it differs."""
+    from sim.validate.silicon.simulate_row import overrides
+    trt = plan_row(dataclasses.replace(ROW, engine="trtllm", engine_version="1.0.0rc3", model_path="Qwen/Qwen3-32B",
+                                       tp=2, attention_dp=1, moe_ep=1))
+    vllm = plan_row(dataclasses.replace(ROW, model_path="Qwen/Qwen3-32B", tp=2, attention_dp=1, moe_ep=1))
+    bf16 = plan_row(dataclasses.replace(ROW, engine="trtllm", engine_version="1.0.0rc3", model_path="Qwen/Qwen3-32B",
+                                        tp=2, attention_dp=1, moe_ep=1, precision="", gemm_quant_mode="",
+                                        moe_quant_mode=""))
+    assert isinstance(trt, RowPlan) and isinstance(vllm, RowPlan) and isinstance(bf16, RowPlan)
+    assert (trt.weights_dtype, trt.kv_dtype) == ("fp8", "fp8")
+    assert any("kv_cache_quant_algo" in a for a in trt.assumptions)
+    assert (vllm.weights_dtype, vllm.kv_dtype) == ("fp8", "bf16") and bf16.kv_dtype == "bf16"
+    assert "++scenario.pools.main.kv_dtype=fp8" in overrides(trt)
+    assert not any("kv_dtype" in o for o in overrides(vllm) + overrides(bf16))

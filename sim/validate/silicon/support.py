@@ -58,6 +58,7 @@ class RowPlan:
     weights_dtype: str
     deployment: dict             # the pool's deployment mapping (dp, ep, pp, weights, sparse_attention), {} if none
     assumptions: tuple[str, ...]
+    kv_dtype: str = "bf16"       # the KV cache's storage format (`_kv_dtype`)
 
 
 @functools.cache
@@ -92,6 +93,23 @@ def _format(mode: str, model: str | None, fp4_units: bool) -> tuple[str | None, 
     if mode in DTYPES:
         return mode, ""
     return None, "format"
+
+
+def _kv_dtype(row: SiliconRow, weights: str, notes: list[str]) -> str:
+    """The KV cache format the row's server ran: the checkpoint's dtype (every engine's default, `auto`,
+    ../shared/engine-defaults), except where the checkpoint sets an FP8 KV cache. TensorRT-LLM serves per-tensor
+    FP8 weights from a ModelOpt checkpoint (its PyTorch backend does not quantise a BF16 one), whose quantisation
+    config sets `kv_cache_quant_algo` FP8 (ModelOpt's default; the FP8 re-quantisation noted in
+    ../shared/model-configs/llama-3.1-70b-instruct.json), and `KvCacheConfig.dtype` `auto` follows it (trtllm.csv).
+    vLLM's `auto` is the model dtype whatever the checkpoint says (vllm.csv). SGLang's `auto` follows the checkpoint
+    too (sglang.csv), but its FP8 rows here are block-scaled releases (`fp8_block` experts), not ModelOpt's, and keep
+    the model dtype. ModelOpt's NVFP4 checkpoints may set an FP8 KV cache as well; the rows do not say, so not
+    assumed."""
+    if row.engine == "trtllm" and weights == "fp8":
+        notes.append("TensorRT-LLM with per-tensor FP8 weights: a ModelOpt FP8 checkpoint, whose KV cache is FP8 "
+                     "(kv_cache_quant_algo; KvCacheConfig.dtype auto follows the checkpoint)")
+        return "fp8"
+    return "bf16"
 
 
 # The serving presets of the versions in the data (conf/engine/*_serve.yaml: the base preset's scheduler keys plus
@@ -255,5 +273,6 @@ def plan_row(row: SiliconRow) -> RowPlan | Unsupported:
         extra, why_extra = models.MODEL_DEPLOYMENT[model]
         dep.update(extra)
         notes.append(why_extra)
+    kv = _kv_dtype(row, weights, notes)
     return RowPlan(row=row, hardware=hardware, model=model, engine=preset, tp=tp, weights_dtype=weights,
-                   deployment=dep, assumptions=tuple(notes))
+                   deployment=dep, assumptions=tuple(notes), kv_dtype=kv)
