@@ -184,8 +184,10 @@ def test_sglang_0_5_turns_its_overlap_scheduler_off_for_linear_attention_models(
 
 def test_a_preset_places_its_front_end_time_on_the_entry_or_the_first_tokens_path():
     """`frontend_path` (sim/core/instance/frontend.py): `entry` by default, `first_token` when the preset says so (the
-    vLLM serving presets do); any other value is refused in one line naming the preset file and the key."""
-    assert run_config("engine=trtllm_v1_serve").setups["main"].engine.frontend_path == "entry"
+    vLLM and TensorRT-LLM serving presets do); any other value is refused in one line naming the preset file and the
+    key."""
+    assert run_config("engine=sglang_v05_serve").setups["main"].engine.frontend_path == "entry"
+    assert run_config("engine=trtllm_v1_serve").setups["main"].engine.frontend_path == "first_token"
     assert run_config("engine=vllm_v1_serve").setups["main"].engine.frontend_path == "first_token"
     entry = run_config("engine=vllm_v1_serve", "engine.frontend_path=entry")
     assert entry.setups["main"].engine.frontend_path == "entry"
