@@ -88,3 +88,33 @@ def test_several_documents_score_together_each_engine_from_the_one_that_fits_it(
     assert held.engine_keys(vllm_row) == dict.fromkeys(FIT_KEYS, 0.0) | steps
     with pytest.raises(InputError, match="engines.trtllm: also fitted in"):
         HeldOut([trt, trt])
+
+
+def test_frontend_none_runs_the_base_the_fit_reads_and_the_fit_refuses_to_refine_it(tmp_path, capsys):
+    """`frontend=none`: every front-end key at zero (the fitted TensorRT-LLM preset's delay gone from the row's
+    simulated TTFT), recorded in matrix.json; `fit base=<it> refine=true` has no delay to take out and says so."""
+    from sim.validate.silicon.fit import main as fit_main
+
+    shipped, bare = tmp_path / "shipped", tmp_path / "bare"
+    main([f"ids={ROW}", f"out={shipped}"])
+    main([f"ids={ROW}", "frontend=none", f"out={bare}"])
+    with_delay, without = (next(csv.DictReader((d / "rows.csv").open())) for d in (shipped, bare))
+    assert all(f"engine.{k}=0.0" in without["overrides"] for k in FIT_KEYS)
+    assert float(without["sim_ttft_p50_s"]) < float(with_delay["sim_ttft_p50_s"])
+    assert without["sim_tpot_p50_s"] and json.loads((bare / "matrix.json").read_text())["options"]["frontend"] == "none"
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
+        fit_main([f"base={bare / 'rows.csv'}", "refine=true", "engines=trtllm"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "ran with no front-end time (frontend=none)" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["frontend=zero"], "command line: frontend: must be one of preset, none, got 'zero'"),
+    (["frontend=none", "held_out=a.json"], "command line: frontend: frontend=none and held_out= both set"),
+])
+def test_a_bad_frontend_option_is_one_line_and_exit_2(argv, message, tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main([f"ids={ROW}", *argv, f"out={tmp_path / 'out'}"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.startswith(f"error: {message}") and err.count("\n") == 1

@@ -14,7 +14,8 @@ another set for every engine. `engines=` fits (and writes) those engines only.
 Everything else (kernel times, the cost model's step overhead, the scheduler) stays as configured.
 
 How: every row is simulated once with the front-end time at zero (or read from `base=`, a matrix `rows.csv`
-simulated with it at zero, e.g. `runs/validate/silicon/full`): the gap to the measured TTFT median is
+simulated with it at zero: `python -m sim.validate.silicon systems=h100_sxm,h200_sxm frontend=none out=<dir>`): the
+gap to the measured TTFT median is
 measured - simulated. The delay adds to each request's TTFT, so the fit is a linear one over the rows' features
 [1, the mean prompt's tokens (0.9 x ISL: uniform in [0.8 ISL, ISL]), streams (clients - 1: a closed loop holds the
 other clients' requests), the mean prompt's prefill alone on the row's instance (rows.csv `sim_prefill_alone_s`),
@@ -174,6 +175,15 @@ def without_frontend(recs: list[dict]) -> list[dict]:
     return out
 
 
+def base_frontend(rows_csv: Path) -> str:
+    """The `frontend=` option the matrix beside `rows_csv` ran with (its matrix.json; `preset` when not recorded)."""
+    try:
+        options = json.loads((rows_csv.parent / "matrix.json").read_text()).get("options") or {}
+    except (OSError, ValueError, AttributeError):
+        return "preset"
+    return str(options.get("frontend") or "preset")
+
+
 def subsample_plans(systems: tuple[str, ...], per_model: int) -> list:
     """`per_model` rows per (engine, model), spread over concurrency and shape."""
     from sim.validate.silicon.support import RowPlan, plan_row
@@ -308,6 +318,10 @@ def main(argv: list[str] | None = None) -> None:
             raise InputError("command line", "engines", f"{', '.join(sorted(unknown))} unknown",
                              f"give one or more of {', '.join(PRESETS)}, comma-separated")
         fitted = terms_option(args)
+        if "base" in args and args.get("refine", "false").lower() == "true" and \
+                base_frontend(Path(args["base"])) == "none":
+            raise InputError(args["base"], "frontend", "this matrix ran with no front-end time (frontend=none), "
+                             "so there is nothing to take out", "drop refine=true")
     if "base" in args:
         recs = [r for r in read_records(Path(args["base"])) if r["status"] == "simulated" and r["system"] in systems]
         source = f"base={args['base']} (all its simulated rows)"
