@@ -50,6 +50,9 @@ def test_summarize_and_group_per_partition():
     assert first["ttft"]["median_abs_pct"] == pytest.approx(70.0) and first["ttft"]["bias_pct"] == pytest.approx(-70.0)
     assert first["tpot"]["mape_pct"] == pytest.approx(20.0) and first["tpot"]["bias_pct"] == pytest.approx(-10.0)
     assert summarize(recs)["ttft"]["median_abs_pct"] == pytest.approx(60.0)
+    # a disaggregated deployment's rows are a partition of their own (an aggregated row's record says "agg")
+    assert partition(recs[0] | {"mode": "disagg"}) == "h100_sxm vllm M 1024x1024 disagg"
+    assert partition(recs[0] | {"mode": "agg"}) == "h100_sxm vllm M 1024x1024"
 
 
 ROW = SiliconRow(id="r", engine="vllm", engine_version="0.18.0", model_path="Qwen/Qwen3-32B", system="h100_sxm",

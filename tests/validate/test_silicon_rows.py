@@ -88,3 +88,33 @@ def test_tensorrt_llm_per_tensor_fp8_rows_run_the_modelopt_checkpoints_fp8_kv_ca
     assert (vllm.weights_dtype, vllm.kv_dtype) == ("fp8", "bf16") and bf16.kv_dtype == "bf16"
     assert "++scenario.pools.main.kv_dtype=fp8" in overrides(trt)
     assert not any("kv_dtype" in o for o in overrides(vllm) + overrides(bf16))
+
+
+DISAGG = "kimik2_5_gb200_trtllm_fp4_disagg_1024x1024_c4_cfg759"
+
+
+def test_a_disaggregated_row_is_a_prefill_pool_handing_each_request_to_a_decode_pool():
+    """The row's 1 prefill worker (TP 1, attention DP 4, EP 4) and 4 decode workers (TP 8, EP 8): two pools, the
+    clients sending to the prefill one; every request finishes in the decode pool."""
+    from sim.validate.silicon.simulate_row import overrides, simulate_plan
+    from sim.validate.silicon.table import read_table
+    row = next(r for r in read_table() if r.id == DISAGG)
+    p = plan_row(row)
+    assert isinstance(p, RowPlan) and p.decode is not None
+    assert (p.instances, p.tp, p.deployment) == (1, 1, {"dp": 4, "ep": 4})
+    assert (p.decode.instances, p.decode.tp, p.decode.deployment) == (4, 8, {"ep": 8})
+    assert any(a.startswith("disaggregated: 1 prefill worker(s) of TP 1 x DP 4, EP 4") for a in p.assumptions)
+    ov = overrides(p)
+    assert "++scenario.pools.main.role=prefill" in ov and "++scenario.pools.main.decode_pool=decode" in ov
+    assert "++scenario.pools.decode={hardware:gb200,model:kimi_k2_5,tp:8,weights_dtype:nvfp4,role:decode," \
+           "instances:4,deployment:{ep:8}}" in ov
+    result = simulate_plan(p, rounds=2)
+    assert result["completed"] == result["requests"] == 8 and result["sim_tpot_p50_s"] > 0
+
+
+def test_a_disaggregated_phase_the_deployment_cannot_express_is_named():
+    from sim.validate.silicon.table import read_table
+    row = next(r for r in read_table() if r.id == DISAGG)
+    mixed = plan_row(dataclasses.replace(row, disagg_split=(row.disagg_split[0], (8, 1, 1, 2, 4))))
+    assert not isinstance(mixed, RowPlan) and mixed.reason == "parallelism"
+    assert mixed.detail.startswith("decode: moe_tp 2 x moe_ep 4")

@@ -54,8 +54,9 @@ def grouped(records: list[dict], key: Callable[[dict], str]) -> dict[str, dict]:
 
 
 def partition(record: dict) -> str:
-    """hardware x engine x model x length shape."""
-    return f"{record['system']} {record['engine']} {record['model']} {record['shape']}"
+    """hardware x engine x model x length shape (x `disagg` for a disaggregated deployment's rows)."""
+    mode = " disagg" if record.get("mode") == "disagg" else ""
+    return f"{record['system']} {record['engine']} {record['model']} {record['shape']}{mode}"
 
 
 def band_key(record: dict) -> str:

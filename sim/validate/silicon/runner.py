@@ -19,7 +19,7 @@ from sim.validate.silicon.support import RowPlan, Unsupported, plan_row
 from sim.validate.silicon.table import SiliconRow
 
 FIELDS = ("id", "status", "reason", "detail", "also", "system", "engine", "engine_version", "preset", "model",
-          "shape", "isl_tokens", "osl_tokens", "clients", "band", "tp", "weights_dtype", "deployment",
+          "shape", "mode", "isl_tokens", "osl_tokens", "clients", "band", "tp", "weights_dtype", "deployment",
           "measured_ttft_s", "measured_tpot_s", "sim_ttft_p50_s", "sim_ttft_mean_s", "sim_ttft_p90_s",
           "sim_tpot_p50_s", "sim_tpot_mean_s", "sim_tpot_p90_s", "ttft_error_pct", "tpot_error_pct",
           "ttft_mean_error_pct", "tpot_mean_error_pct", "sim_ttft_round0_p50_s", "sim_ttft_later_p50_s",
@@ -36,7 +36,7 @@ class MatrixRun:
 def base_record(row: SiliconRow) -> dict:
     rec = {k: "" for k in FIELDS}
     rec.update(id=row.id, system=row.system, engine=row.engine, engine_version=row.engine_version, model=row.model,
-               shape=row.shape, isl_tokens=row.isl_tokens, osl_tokens=row.osl_tokens,
+               shape=row.shape, mode=row.mode, isl_tokens=row.isl_tokens, osl_tokens=row.osl_tokens,
                clients=row.clients if row.clients is not None else "",
                band=band(row.clients) if row.clients and row.clients >= 1 else "",
                measured_ttft_s=row.measured_ttft_s, measured_tpot_s=row.measured_tpot_s)
@@ -48,10 +48,19 @@ def unsupported_record(row: SiliconRow, why: Unsupported) -> dict:
                                "also": ",".join(why.also)}
 
 
+def _deployment(plan: RowPlan) -> str:
+    """The `deployment` column: the pool's deployment keys (JSON), or a disaggregated row's two pools'."""
+    if plan.decode is None:
+        return json.dumps(plan.deployment, sort_keys=True) if plan.deployment else ""
+    d = plan.decode
+    return json.dumps({"prefill": {"instances": plan.instances, "tp": plan.tp, **plan.deployment},
+                       "decode": {"instances": d.instances, "tp": d.tp, **d.deployment}}, sort_keys=True)
+
+
 def simulated_record(plan: RowPlan, result: dict) -> dict:
     """The row's record from `simulate_safely`'s result: errors of the medians (the file's statistic) and means."""
     rec = base_record(plan.row) | {"preset": plan.engine, "tp": plan.tp, "weights_dtype": plan.weights_dtype,
-                                   "deployment": json.dumps(plan.deployment, sort_keys=True) if plan.deployment else "",
+                                   "deployment": _deployment(plan),
                                    "assumptions": "; ".join(plan.assumptions),
                                    "client": result.get("client", ""), "overrides": result.get("overrides", "")}
     if "failed" in result:

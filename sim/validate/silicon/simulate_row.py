@@ -30,8 +30,7 @@ from sim.validate.silicon.clients import client_of
 from sim.validate.silicon.clients import traffic as client_traffic
 from sim.validate.silicon.support import RowPlan
 
-BASE = ["scenario=smoke", "metrics.progress=false", "scenario.pools.main.instances=1",
-        "++scenario.drain_timeout_s=86400"]
+BASE = ["scenario=smoke", "metrics.progress=false", "++scenario.drain_timeout_s=86400"]
 CLIENT_ROUNDS = 10      # the clients' request count: 10 x concurrency
 DEFAULT_CLIENT = "inferencex"
 COST_PROFILES = ("auto", "measured", "analytical")   # or the path of a profile file
@@ -78,8 +77,8 @@ def overrides(plan: RowPlan, rounds: int = CLIENT_ROUNDS, engine: dict | None = 
     """The Hydra overrides that express the row (also a `python -m sim` command line); `engine`: preset keys to
     override (`{frontend_per_request_s: 0.05}`, the fit's candidates); `cost`: the cost model's profile."""
     p = "scenario.pools.main"
-    ov = [*BASE, f"{p}.hardware={plan.hardware}", f"{p}.model={plan.model}", f"++{p}.tp={plan.tp}",
-          f"++{p}.weights_dtype={plan.weights_dtype}", f"engine={plan.engine}",
+    ov = [*BASE, f"{p}.instances={plan.instances}", f"{p}.hardware={plan.hardware}", f"{p}.model={plan.model}",
+          f"++{p}.tp={plan.tp}", f"++{p}.weights_dtype={plan.weights_dtype}", f"engine={plan.engine}",
           *(f"++engine.{k}={v!r}" for k, v in (engine or {}).items())]
     if plan.kv_dtype != "bf16":
         ov.append(f"++{p}.kv_dtype={plan.kv_dtype}")
@@ -87,6 +86,13 @@ def overrides(plan: RowPlan, rounds: int = CLIENT_ROUNDS, engine: dict | None = 
         ov.append(f"cost.profile={cost}")
     if plan.deployment:
         ov.append(f"++{p}.deployment={hydra_value(plan.deployment)}")
+    if plan.decode is not None:  # a disaggregated row: `main` prefills, `decode` takes each request after it
+        d = plan.decode
+        decode = {"hardware": plan.hardware, "model": plan.model, "tp": d.tp, "weights_dtype": plan.weights_dtype,
+                  "role": "decode", "instances": d.instances, **({"kv_dtype": plan.kv_dtype}
+                                                                 if plan.kv_dtype != "bf16" else {}),
+                  **({"deployment": d.deployment} if d.deployment else {})}
+        ov += [f"++{p}.role=prefill", f"++{p}.decode_pool=decode", f"++scenario.pools.decode={hydra_value(decode)}"]
     return [*ov, "~scenario.traffic", f"+scenario.traffic={hydra_value(traffic(plan, rounds, client))}"]
 
 

@@ -2,8 +2,8 @@
 parallelism, engine preset, assumptions) or an `Unsupported` with the reason it is counted under.
 
 Checks, in order (a row is counted under the first that fails; `Unsupported.also` lists the rest):
-hardware (a `conf/hardware` spec), mode (`disagg` needs worker counts and a client concurrency, and the matrix does
-not build prefill/decode pools yet), client concurrency, architecture (`models.UNSUPPORTED_ARCHITECTURES`), model
+hardware (a `conf/hardware` spec), mode (`disagg` needs worker counts and a client concurrency: then the row is a
+prefill pool of its prefill workers handing each request to a decode pool of its decode workers), client concurrency, architecture (`models.UNSUPPORTED_ARCHITECTURES`), model
 (a `conf/model` yaml with the row's `hf_id`), format (NVFP4 on hardware with FP4 units for a model with an NVFP4
 checkpoint, `models.NVFP4_CHECKPOINTS`; a model with one published checkpoint, `models.CHECKPOINT_WEIGHTS`, runs
 in its formats whatever the row's label, its MXFP4 experts in the engine's kernel, `models.MXFP4_EXPERTS_ON_FP4_UNITS`),
@@ -27,7 +27,6 @@ REASONS = {
     "hardware": "hardware the project lacks (no conf/hardware spec)",
     "disagg_no_workers": "disaggregated without worker counts",
     "disagg_no_concurrency": "disaggregated without a client concurrency",
-    "disagg": "disaggregated (the matrix builds unified pools only)",
     "no_concurrency": "no client concurrency (batch_size empty)",
     "architecture": "unsupported architecture (hybrid linear attention; a model the project lacks)",
     "model": "model the project lacks (no conf/model yaml with its hf_id)",
@@ -47,6 +46,16 @@ class Unsupported:
 
 
 @dataclass(frozen=True)
+class DecodePool:
+    """A disaggregated row's decode workers: `instances` of `tp` x dp devices each, taking every request after its
+    prefill (the pool's KV arrives over the link the simulator prices, `kv_handoff_s`)."""
+
+    instances: int
+    tp: int
+    deployment: dict
+
+
+@dataclass(frozen=True)
 class RowPlan:
     """A row as the simulator runs it: one instance of `tp x dp` devices, `clients` closed-loop clients."""
 
@@ -59,6 +68,8 @@ class RowPlan:
     deployment: dict             # the pool's deployment mapping (dp, ep, pp, weights, sparse_attention), {} if none
     assumptions: tuple[str, ...]
     kv_dtype: str = "bf16"       # the KV cache's storage format (`_kv_dtype`)
+    instances: int = 1           # instances of the pool the clients send to (a disaggregated row's prefill workers)
+    decode: DecodePool | None = None  # a disaggregated row's decode workers (the first pool is then its prefill)
 
 
 @functools.cache
@@ -166,22 +177,9 @@ def _read_as_named(row: SiliconRow, notes: list[str]) -> tuple[int, int, int | N
     return tp, dp, ep, moe_tp
 
 
-def _parallelism(row: SiliconRow, moe: bool, notes: list[str]) -> tuple[int, dict, str | None]:
-    """(tp, deployment keys, problem) from the row's TP/PP/attention-DP/MoE columns.
-
-    One encoding is read as the deployment the row's id names: `tp_size` N, `attention_dp_size` N and `moe_ep_size`
-    N x N (the vLLM MiniMax-M2.5 and Kimi-K2.5 rows whose ids say `tpN_epN`) is TP N with the experts EP N on N GPUs,
-    attention not data-parallel. Taken at face value it would be N x N GPUs (16 H100s for the H100 rows: two nodes,
-    where the runs are single-node); the same measurements are recorded elsewhere in the file as `tp_size` N,
-    `attention_dp_size` 1, `moe_ep_size` N (Kimi-K2.5 B200 TP 4 at 4-64 clients: the `kimi_k2_5_...` rows carry the
-    very TTFT and TPOT of the `..._tp4_ep4_...` ones; MiniMax-M2.5 H100 TP 4: the 2026-03-25 rows within 1-3% of the
-    2026-04-06 ones, measured a day apart with the same image). A second: `tp_size` N x N with `moe_tp_size` and
-    `moe_ep_size` N, in rows whose id names `tpN_epN` (the 2026-04-06 gpt-oss and Qwen3.5 rows; its Qwen3.5 rows
-    repeat the 2026-03-25 measurements, recorded there as `tp_size` N, `moe_tp_size` 1, `moe_ep_size` N), is TP N
-    with the experts EP N on N GPUs."""
-    pp = row.pp or 1
-    tp, dp, ep, moe_tp = (_read_as_named(row, notes) if moe
-                          else (row.tp or 1, row.attention_dp or 1, row.moe_ep, row.moe_tp or 1))
+def _split(tp: int, pp: int, dp: int, ep: int | None, moe_tp: int, moe: bool) -> tuple[int, dict, str | None]:
+    """(tp, deployment keys, problem) of one worker: TP x attention DP devices (x PP), experts EP 1 or over every
+    device."""
     dep: dict = {}
     if dp > 1:
         dep["dp"] = dp
@@ -196,6 +194,46 @@ def _parallelism(row: SiliconRow, moe: bool, notes: list[str]) -> tuple[int, dic
     return tp, dep, None
 
 
+def _worker(tp: int, dep: dict) -> str:
+    """`TP 1 x DP 4, EP 4`: one worker's split."""
+    return f"TP {tp}" + "".join(f" x {k.upper()} {dep[k]}" for k in ("dp", "pp") if k in dep) + \
+        (f", EP {dep['ep']}" if "ep" in dep else "")
+
+
+def _disagg(row: SiliconRow, moe: bool, notes: list[str]) -> tuple[int, dict, DecodePool | None, str | None]:
+    """A disaggregated row's (prefill tp, prefill deployment keys, decode pool, problem), from its `prefill_*` and
+    `decode_*` columns (an empty column: 1)."""
+    pools = []
+    for phase, split, workers in zip(("prefill", "decode"), row.disagg_split, row.disagg_workers):
+        tp, pp, dp, moe_tp, ep = (split + (None,) * 5)[:5]
+        tp_, dep, problem = _split(tp or 1, pp or 1, dp or 1, ep, moe_tp or 1, moe)
+        if problem:
+            return tp_, dep, None, f"{phase}: {problem}"
+        pools.append((workers or 1, tp_, dep))
+    (p_n, p_tp, p_dep), (d_n, d_tp, d_dep) = pools
+    notes.append(f"disaggregated: {p_n} prefill worker(s) of {_worker(p_tp, p_dep)} hand each request to {d_n} "
+                 f"decode worker(s) of {_worker(d_tp, d_dep)}; its KV moves over the link the simulator prices")
+    return p_tp, p_dep, DecodePool(d_n, d_tp, d_dep), None
+
+
+def _parallelism(row: SiliconRow, moe: bool, notes: list[str]) -> tuple[int, dict, str | None]:
+    """(tp, deployment keys, problem) from the row's TP/PP/attention-DP/MoE columns.
+
+    One encoding is read as the deployment the row's id names: `tp_size` N, `attention_dp_size` N and `moe_ep_size`
+    N x N (the vLLM MiniMax-M2.5 and Kimi-K2.5 rows whose ids say `tpN_epN`) is TP N with the experts EP N on N GPUs,
+    attention not data-parallel. Taken at face value it would be N x N GPUs (16 H100s for the H100 rows: two nodes,
+    where the runs are single-node); the same measurements are recorded elsewhere in the file as `tp_size` N,
+    `attention_dp_size` 1, `moe_ep_size` N (Kimi-K2.5 B200 TP 4 at 4-64 clients: the `kimi_k2_5_...` rows carry the
+    very TTFT and TPOT of the `..._tp4_ep4_...` ones; MiniMax-M2.5 H100 TP 4: the 2026-03-25 rows within 1-3% of the
+    2026-04-06 ones, measured a day apart with the same image). A second: `tp_size` N x N with `moe_tp_size` and
+    `moe_ep_size` N, in rows whose id names `tpN_epN` (the 2026-04-06 gpt-oss and Qwen3.5 rows; its Qwen3.5 rows
+    repeat the 2026-03-25 measurements, recorded there as `tp_size` N, `moe_tp_size` 1, `moe_ep_size` N), is TP N
+    with the experts EP N on N GPUs."""
+    tp, dp, ep, moe_tp = (_read_as_named(row, notes) if moe
+                          else (row.tp or 1, row.attention_dp or 1, row.moe_ep, row.moe_tp or 1))
+    return _split(tp, row.pp or 1, dp, ep, moe_tp, moe)
+
+
 def plan_row(row: SiliconRow) -> RowPlan | Unsupported:
     """The row's simulation plan, or why it has none."""
     reasons: list[tuple[str, str]] = []
@@ -208,8 +246,6 @@ def plan_row(row: SiliconRow) -> RowPlan | Unsupported:
             reasons.append(("disagg_no_workers", "prefill/decode worker counts empty"))
         elif row.clients is None:
             reasons.append(("disagg_no_concurrency", "batch_size empty"))
-        else:
-            reasons.append(("disagg", f"{row.disagg_workers[0]} prefill + {row.disagg_workers[1]} decode workers"))
     elif row.clients is None or row.clients < 1:
         reasons.append(("no_concurrency", "batch_size empty"))
     arch = models.unsupported_architecture(row.model_path)
@@ -241,7 +277,11 @@ def plan_row(row: SiliconRow) -> RowPlan | Unsupported:
     for w, key, mode in ((weights, why, gemm_mode), (experts, why_moe, row.moe_quant_mode)):
         if w is None and key not in {k for k, _ in reasons}:
             reasons.append((key, f"{mode!r}"))
-    tp, dep, problem = _parallelism(row, moe, notes)
+    decode = None
+    if row.mode == "disagg" and not reasons:
+        tp, dep, decode, problem = _disagg(row, moe, notes)
+    else:
+        tp, dep, problem = _parallelism(row, moe, notes)
     if problem:
         reasons.append(("parallelism", problem))
     preset = _version_preset(row, notes)
@@ -273,6 +313,10 @@ def plan_row(row: SiliconRow) -> RowPlan | Unsupported:
         extra, why_extra = models.MODEL_DEPLOYMENT[model]
         dep.update(extra)
         notes.append(why_extra)
+    if decode is not None:  # (the decode workers run the same checkpoint)
+        decode = DecodePool(decode.instances, decode.tp, {**decode.deployment, **{k: v for k, v in dep.items()
+                                                                                if k not in ("dp", "pp", "ep")}})
     kv = _kv_dtype(row, weights, notes)
     return RowPlan(row=row, hardware=hardware, model=model, engine=preset, tp=tp, weights_dtype=weights,
-                   deployment=dep, assumptions=tuple(notes), kv_dtype=kv)
+                   deployment=dep, assumptions=tuple(notes), kv_dtype=kv,
+                   instances=row.disagg_workers[0] or 1 if decode is not None else 1, decode=decode)

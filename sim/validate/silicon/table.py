@@ -23,6 +23,8 @@ REQUIRED = ("id", "backend", "backend_version", "model_path", "system", "precisi
             "gemm_quant_mode", "moe_quant_mode", "batch_size", "tp_size", "pp_size", "attention_dp_size",
             "moe_tp_size", "moe_ep_size", "silicon_ttft_ms", "silicon_tpot_ms")
 DISAGG_WORKERS = ("prefill_num_workers", "decode_num_workers")
+# A disaggregated row's workers: each phase's tp, pp, attention dp, moe tp, moe ep (read when present).
+SPLIT = ("tp_size", "pp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size")
 FIX_MS = "give the measured value in ms"
 SOURCE_CONCURRENCY = re.compile(r"(?:^|[;\s])silicon_concurrency=(\d+)")
 
@@ -55,6 +57,8 @@ class SiliconRow:
     measured_tpot_s: float
     source: str = ""                # `silicon_data_source`: where the row was measured ("" where not given)
     batch_size: int | None = None   # the `batch_size` column as written (per attention-DP rank in some rows)
+    # (prefill, decode) workers' (tp, pp, attention dp, moe tp, moe ep), disagg rows only (`prefill_tp_size`, ...)
+    disagg_split: tuple[tuple[int | None, ...], tuple[int | None, ...]] = ((), ())
 
     @property
     def shape(self) -> str:
@@ -120,7 +124,9 @@ def parse_row(path: Path, line: int, rec: dict) -> SiliconRow:
         disagg_workers=(_int(path, line, rec, DISAGG_WORKERS[0]), _int(path, line, rec, DISAGG_WORKERS[1])),
         measured_ttft_s=_ms(path, line, rec, "silicon_ttft_ms"),
         measured_tpot_s=_ms(path, line, rec, "silicon_tpot_ms"),
-        source=source, batch_size=batch_size)
+        source=source, batch_size=batch_size,
+        disagg_split=tuple(tuple(_int(path, line, rec, f"{phase}_{key}") for key in SPLIT)  # type: ignore[arg-type]
+                           for phase in ("prefill", "decode")))
 
 
 def read_table(path: Path = CSV_PATH) -> list[SiliconRow]:
