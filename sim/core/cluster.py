@@ -37,6 +37,9 @@ class Cluster:
             name: Pool(env, name, p, run, on_finish=self._on_leave, on_first_token=self._on_first_token,
                        hash_block_tokens=workload.hash_block_tokens)
             for name, p in run.pools.items()}
+        for pool in self.pools.values():
+            if pool.hands_off_to:
+                pool.streams_on(self.pools[pool.hands_off_to])
         peak_at_s = -1.0  # (the workload's peak, found once if a pool fails at it: sim/core/fleet/failures.py)
         for name, pool in self.pools.items():
             pool.on_capacity = self._capacity_changed

@@ -252,3 +252,30 @@ def test_the_recent_iteration_time_is_an_exponential_average_of_the_last_iterati
     for i in range(2, inst.iterations + 1):
         expect = 0.001 * i + (expect - 0.001 * i) * keep
     assert inst.iterations == 6 and inst.step_avg_s == pytest.approx(expect)
+
+
+def test_a_prefill_instance_counts_the_iterations_of_the_pool_that_streams_the_tokens():
+    """On a prefill-role pool's instance (`Pool.streams_on`) the per-step terms count the decode pool's recent
+    iterations, not its own prefills: 3 iterations of a 4 ms decode pool is 12 ms, whatever this instance's own
+    iteration time (10 ms here)."""
+    fe = FrontEnd(per_step=3.0, path="first_token")
+    env, inst, policy, done = instance(fe)
+    inst.stream_step_s = lambda: 0.004
+    inst.submit(SimRequest(0, 0.0, 10, 50), 0.0)
+    env.run(until=0.2)
+    assert inst.step_avg_s == pytest.approx(STEP_S)
+    req = SimRequest(1, 0.2, 10, 5)
+    inst.submit(req, 0.2)
+    assert req.first_token_delay_s == pytest.approx(0.012)
+
+
+def test_a_request_a_prefill_pool_handed_over_skips_the_decode_instances_front_end():
+    """The front end took the request where it arrived (its prefill pool): the decode instance neither holds it at
+    entry nor delays its tokens."""
+    env, inst, policy, done = instance(FrontEnd(per_request_s=0.5))
+    req = SimRequest(0, 0.0, 10, 5)
+    req.prefill_pool = "prefill"
+    inst.submit(req, 0.0)
+    assert req.request_id in in_scheduler(policy) and req.first_token_delay_s == 0.0
+    env.run()
+    assert done[0] == pytest.approx(5 * STEP_S)

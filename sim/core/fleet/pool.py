@@ -72,6 +72,7 @@ class Pool:
         self._on_finish, self._on_first_token = on_finish, on_first_token
         self._hash_block_tokens = hash_block_tokens
         self.instances: list[Instance] = []
+        self.stream_step_s: Callable[[], float] | None = None  # the decode pool's iterations (`streams_on`)
         self._active: list[Instance] | None = None  # `active`, kept until an instance changes state
         self.held: deque = deque()  # requests queued at the router (every instance at its cap)
         self.completed = 0
@@ -105,8 +106,22 @@ class Pool:
         inst = Instance(self.env, self.name, index, policy, kv, self.cost, self._on_finish,
                         self.run.fast_forward, on_first_token=self._on_first_token, on_stopped=self._on_stopped,
                         mtp_rng=stream(self.run.seed, f"mtp/{self.name}/{index}"), on_state=self._state_changed)
+        inst.stream_step_s = self.stream_step_s
         self.instances.append(inst)
         return inst
+
+    def streams_on(self, decode: Pool) -> None:
+        """This prefill-role pool hands every request to `decode`, whose iterations stream its tokens: the front
+        end's per-step terms (sim/core/instance/frontend.py) count those, not this pool's prefill iterations."""
+        self.stream_step_s = decode.recent_step_s
+        for inst in self.instances:
+            inst.stream_step_s = self.stream_step_s
+
+    def recent_step_s(self) -> float:
+        """The mean recent iteration time (`Instance.step_avg_s`) of the active instances that have iterated; 0
+        when none has."""
+        times = [i.step_avg_s for i in self.active if i.step_avg_s > 0.0]
+        return sum(times) / len(times) if times else 0.0
 
     def count(self, state: str) -> int:
         return sum(1 for i in self.instances if i.state == state)

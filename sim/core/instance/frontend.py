@@ -35,7 +35,12 @@ delay_s = per_request_s + per_prompt_token_s x prompt tokens + per_stream_s x st
   nearly constant in the concurrency and grows linearly with the prompt (vLLM gpt-oss-120b on H200: ~7 iterations
   at 1k tokens, ~32 at 8k, at 4 to 64 clients and TP 1 to 8; docs/validation.md, "TTFT in iterations"). A
   delay in iterations carries the concurrency, the model, TP and the GPU through the iteration time, which the
-  cost model prices; a delay in seconds or in proportion to the prefill does not carry them across models.
+  cost model prices; a delay in seconds or in proportion to the prefill does not carry them across models. On a
+  prefill-role pool's instance (disaggregated serving) `step_s` is the decode pool's recent iteration time: the
+  pool that streams the tokens (`Pool.streams_on`), not its own prefills.
+
+The front end takes a request once, where it arrives: a request a prefill pool hands to its decode pool is not
+delayed again there.
 
 Why two paths. A delay at `entry` holds each closed-loop client's next request away from the scheduler while the
 running requests keep decoding, so requests that finish within the delay of one another arrive together, and a

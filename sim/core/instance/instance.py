@@ -8,6 +8,7 @@ is ignored), so a request joins exactly where stepping one iteration at a time w
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Final
 
 import numpy as np
@@ -135,6 +136,9 @@ class Instance:
         # An engine preset's front-end time (sim/core/instance/frontend.py): a request enters the scheduler that
         # long after `submit`; held meanwhile (in `outstanding`, and in `_front` for `fail`).
         self.frontend = getattr(policy, "frontend", None)
+        # Whose iterations the front end's per-step terms count: this instance's (None), or, on a prefill-role
+        # pool's instance, the decode pool's (`Pool.streams_on`): the pool whose iterations stream the tokens.
+        self.stream_step_s: Callable[[], float] | None = None
         self._front: dict[int, SimRequest] = {}
         self._prefill_alone_s: dict[int, float] = {}  # prompt tokens -> its prefill alone (the front end's term)
         self._mode = IDLE
@@ -219,11 +223,14 @@ class Instance:
         req.pool, req.instance, req.enqueued_s = self.pool, self.index, float(now)
         req.first_token_delay_s = 0.0  # (this instance's front end decides; a request handed over from another
         # instance must not carry that one's)
-        fe = self.frontend
+        # A request handed over by a prefill pool went through the front end there (its client connection,
+        # tokenising, first token): this instance's front end does not take it again.
+        fe = self.frontend if not req.prefill_pool else None
         if fe is not None:
+            stream = self.stream_step_s
             delay = fe.delay_s(req.prompt_tokens, self.outstanding,
                                self.prefill_alone_s(req.prompt_tokens) if fe.needs_prefill else 0.0,
-                               self.step_avg_s)
+                               self.step_avg_s if stream is None else stream())
             if fe.at_first_token:  # the scheduler takes it now; the client sees its first token `delay` later
                 req.first_token_delay_s = delay
                 fe = None
