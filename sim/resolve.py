@@ -177,6 +177,8 @@ def resolve_pool(name: str, p: PoolConfig, raw: Raw) -> PoolSetup:
     cold_start = checked(where, "cold_start", "valid keys: " + ", ".join(ColdStart.__dataclass_fields__),
                          lambda: ColdStart(**(cold or {})))
     dep, profile, why, generation = pricing_inputs(p, blocks.get("deployment"), hardware, raw.cost, where, engine)
+    if not engine.generic:  # an engine whose DP ranks each schedule a budget takes dp of them per iteration
+        token_budget = engine.token_budget(model.max_context_tokens, dep.dp)
     file = f"scenario/{raw.scenario}"
     price = pool_price(p.pricing, p.reserved_discount, p.spot_discount, p.spot_interruption_mtbf_s,
                        raw.pricing, file, f"pools.{name}")

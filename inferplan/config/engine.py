@@ -14,7 +14,9 @@ engine version and the source of each default):
   frontend_path (sim/core/instance/frontend.py: the API server's time, before the scheduler or on the first
   token's way to the client), swap_space_gib,
   gpu_memory_utilization (+ gpu_memory_utilization_by_tp),
-  kv_free_memory_fraction, block_size_tokens.
+  kv_free_memory_fraction, block_size_tokens, scheduler_per_dp_rank (true: under attention DP each rank runs its own
+  scheduler with max_num_batched_tokens and max_num_seqs, so an instance of dp ranks takes dp times both per
+  iteration; false, the default: they are the instance's).
 Rules for `null`: max_num_batched_tokens -> max(model context, 2048) (vLLM V0 without chunked prefill);
 max_num_seqs -> SGLang's max_running_requests rule over the pool's KV tokens (its request-pool cap
 `req_pool_cap`, default 5120 as in 0.3.0); gpu_memory_utilization -> the
@@ -30,7 +32,8 @@ POLICY_KEYS = ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "ite
                "frontend_per_request_s", "frontend_per_prompt_token_s", "frontend_per_stream_s",
                "frontend_per_prefill_s", "frontend_per_prefill_stream_s", "frontend_path", "frontend_per_step",
                "frontend_per_step_token")
-RULE_KEYS = ("req_pool_cap", "overlap_linear_attention")  # (inputs of rules, not scheduler parameters)
+RULE_KEYS = ("req_pool_cap", "overlap_linear_attention", "scheduler_per_dp_rank")  # (inputs of rules, not scheduler
+# parameters)
 MEMORY_KEYS = ("gpu_memory_utilization", "gpu_memory_utilization_by_tp", "kv_free_memory_fraction",
                "block_size_tokens", "swap_space_gib")
 DOC_KEYS = ("name", "engine_version")
@@ -81,6 +84,7 @@ class EnginePreset:
     swap_space_gib: float = 0.0                  # host swap space per GPU (preemption: swap)
     req_pool_cap: int = 5120                     # requests: the cap of SGLang's request pool (max_num_seqs rule)
     overlap_linear_attention: str | None = None  # `overlap` for models with linear-attention layers (None: same)
+    scheduler_per_dp_rank: bool = False          # each attention-DP rank schedules its own batch within the limits
     gpu_memory_utilization: float | None = None  # None: the `_by_tp` entry, else the pool's own value
     gpu_memory_utilization_by_tp: tuple[tuple[int, float], ...] = ()
     kv_free_memory_fraction: float | None = None  # None: 1.0 (all of what weights and activations leave)
@@ -110,13 +114,19 @@ class EnginePreset:
         """Share of what weights and activations leave that KV takes (TRT-LLM's kv_free_memory_fraction)."""
         return float(self.kv_free_memory_fraction or 1.0)
 
-    def token_budget(self, max_context_tokens: int) -> int:
-        """Tokens per iteration (`max_num_batched_tokens`, its `null` rule resolved for the model's context)."""
-        return int(self.max_num_batched_tokens or max(max_context_tokens, 2048))
+    def ranks(self, dp: int) -> int:
+        """How many schedulers' limits an instance of `dp` attention-DP ranks takes per iteration."""
+        return max(1, dp) if self.scheduler_per_dp_rank else 1
 
-    def max_seqs(self, max_context_tokens: int, kv_tokens: int) -> int:
-        """Running sequences at most: the preset's value, or SGLang's rule over the pool's `kv_tokens`."""
+    def token_budget(self, max_context_tokens: int, dp: int = 1) -> int:
+        """Tokens per iteration of an instance of `dp` DP ranks (`max_num_batched_tokens`, its `null` rule resolved
+        for the model's context; per rank when `scheduler_per_dp_rank`)."""
+        return int(self.max_num_batched_tokens or max(max_context_tokens, 2048)) * self.ranks(dp)
+
+    def max_seqs(self, max_context_tokens: int, kv_tokens: int, dp: int = 1) -> int:
+        """Running sequences at most: the preset's value (per rank when `scheduler_per_dp_rank`), or SGLang's rule
+        over the pool's `kv_tokens`."""
         if self.max_num_seqs is not None:
-            return self.max_num_seqs
+            return self.max_num_seqs * self.ranks(dp)
         pool = min(max(int(kv_tokens / max_context_tokens * 512), 2048), int(self.req_pool_cap or 5120))
         return max(1, min(kv_tokens // 2, pool - 1))

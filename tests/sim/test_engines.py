@@ -193,3 +193,22 @@ def test_a_preset_places_its_front_end_time_on_the_entry_or_the_first_tokens_pat
     assert entry.setups["main"].engine.frontend_path == "entry"
     with pytest.raises(InputError, match='conf/engine/vllm_v1_serve.yaml: parameters: "frontend_path" must be one'):
         run_config("engine=vllm_v1_serve", "engine.frontend_path=exit")
+
+
+@pytest.mark.parametrize("engine, ranks", [("trtllm_v1_serve", 4), ("vllm_v1_async_serve", 4),
+                                           ("sglang_v05_serve", 1)])
+def test_an_engine_whose_dp_ranks_each_schedule_takes_their_limits_per_rank(engine, ranks):
+    """vLLM V1 (one engine core per DP rank) and TensorRT-LLM (each attention-DP rank's executor) schedule per rank:
+    an instance of 4 DP ranks takes 4 x max_num_batched_tokens and 4 x max_num_seqs per iteration, and reserves
+    activations for one rank's budget each (the memory plan's share is token_budget / dp); SGLang divides its
+    limits by the DP size, so they stay the instance's."""
+    pool = "scenario.pools.main"
+    run = run_config(f"engine={engine}", f"{pool}.model=mixtral_8x7b", f"++{pool}.tp=1", f"{pool}.hardware=h100_sxm",
+                     f"++{pool}.deployment={{dp:4,ep:4}}")
+    preset = run.setups["main"].engine
+    assert run.setups["main"].token_budget == preset.max_num_batched_tokens * ranks
+    scheduler = build_scheduler(preset, BlockManager(64, 16), 4096, 1024, dp=4)
+    assert scheduler.token_budget == preset.max_num_batched_tokens * ranks
+    if preset.max_num_seqs is not None:
+        assert scheduler.max_num_seqs == preset.max_num_seqs * ranks
+    assert build_scheduler(preset, BlockManager(64, 16), 4096, 1024).token_budget == preset.max_num_batched_tokens

@@ -46,6 +46,7 @@ class Pool:
         self.where = f"scenario/{run.scenario.name}: pools.{name}"
         self.engine, self.batching = setup.engine, setup.batching  # (typed, checked at load)
         token_budget = setup.token_budget
+        self.dp = setup.deployment.dp  # attention-DP ranks per instance (an engine's limits may be per rank)
         self.pricing = build_pool_pricing(self.model, self.hardware, p, run.cost, token_budget=token_budget,
                                           where=self.where, dep=setup.deployment, profile=setup.profile,
                                           generation=setup.generation, state_seqs=setup.max_running_seqs)
@@ -101,7 +102,7 @@ class Pool:
         else:  # the engine preset's scheduler over this pool's KV capacity and host link (checked at load)
             policy = build_scheduler(self.engine, kv, self.model.max_context_tokens,
                                      mem.num_blocks * mem.block_size_tokens, hw.host_link_bandwidth_bytes_per_s,
-                                     mem.devices)
+                                     mem.devices, self.dp)
         index = len(self.instances)
         inst = Instance(self.env, self.name, index, policy, kv, self.cost, self._on_finish,
                         self.run.fast_forward, on_first_token=self._on_first_token, on_stopped=self._on_stopped,

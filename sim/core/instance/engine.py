@@ -19,13 +19,13 @@ def frontend(preset: EnginePreset) -> FrontEnd:
 
 
 def build_scheduler(preset: EnginePreset, kv: BlockManager, max_context_tokens: int, kv_tokens: int,
-                    host_link_bytes_per_s: float = 0.0, gpus: int = 1) -> EngineBatching:
-    """The engine's scheduler over `kv` for a pool holding `kv_tokens` tokens of KV per instance (swap
-    preemption moves KV over the hardware's host link into `swap_space_gib` per GPU)."""
+                    host_link_bytes_per_s: float = 0.0, gpus: int = 1, dp: int = 1) -> EngineBatching:
+    """The engine's scheduler over `kv` for a pool holding `kv_tokens` tokens of KV per instance of `dp` attention-DP
+    ranks (swap preemption moves KV over the hardware's host link into `swap_space_gib` per GPU)."""
     swap = preset.preemption == "swap"
     return EngineBatching(
-        kv, max_num_seqs=preset.max_seqs(max_context_tokens, kv_tokens),
-        max_num_batched_tokens=preset.token_budget(max_context_tokens), chunked_prefill=preset.chunked_prefill,
+        kv, max_num_seqs=preset.max_seqs(max_context_tokens, kv_tokens, dp),
+        max_num_batched_tokens=preset.token_budget(max_context_tokens, dp), chunked_prefill=preset.chunked_prefill,
         admission=preset.admission, watermark_fraction=preset.watermark_fraction, preemption=preset.preemption,
         iteration=preset.iteration, num_scheduler_steps=preset.num_scheduler_steps,
         stream_each_step=preset.stream_each_step, cuda_graph_sizes=preset.cuda_graph_sizes,
