@@ -166,7 +166,6 @@ def resolve_pool(name: str, p: PoolConfig, raw: Raw) -> PoolSetup:
     batching = typed_params({**base, **own}, f"conf/batching/{batching_name}.yaml", "batching")
     token_budget = int(batching.get("token_budget", batching.get("max_batch_tokens", 8192)))
     if not engine.generic:  # the engine's scheduler runs: checked once, over one block, on this hardware
-        token_budget = engine.token_budget(model.max_context_tokens)
         checked(f"conf/engine/{engine.name}.yaml", "parameters", "fix the preset key or its engine.<key>= override",
                 lambda: build_scheduler(engine, BlockManager(1, spec.block_size_tokens), model.max_context_tokens,
                                         model.max_context_tokens, hardware.host_link_bandwidth_bytes_per_s))
@@ -177,7 +176,7 @@ def resolve_pool(name: str, p: PoolConfig, raw: Raw) -> PoolSetup:
     cold_start = checked(where, "cold_start", "valid keys: " + ", ".join(ColdStart.__dataclass_fields__),
                          lambda: ColdStart(**(cold or {})))
     dep, profile, why, generation = pricing_inputs(p, blocks.get("deployment"), hardware, raw.cost, where, engine)
-    if not engine.generic:  # an engine whose DP ranks each schedule a budget takes dp of them per iteration
+    if not engine.generic:  # the engine's budget, dp of them where each DP rank schedules its own
         token_budget = engine.token_budget(model.max_context_tokens, dep.dp)
     file = f"scenario/{raw.scenario}"
     price = pool_price(p.pricing, p.reserved_discount, p.spot_discount, p.spot_interruption_mtbf_s,

@@ -32,8 +32,8 @@ POLICY_KEYS = ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "ite
                "frontend_per_request_s", "frontend_per_prompt_token_s", "frontend_per_stream_s",
                "frontend_per_prefill_s", "frontend_per_prefill_stream_s", "frontend_path", "frontend_per_step",
                "frontend_per_step_token")
-RULE_KEYS = ("req_pool_cap", "overlap_linear_attention", "scheduler_per_dp_rank")  # (inputs of rules, not scheduler
-# parameters)
+# (inputs of rules, not scheduler parameters)
+RULE_KEYS = ("req_pool_cap", "overlap_linear_attention", "scheduler_per_dp_rank")
 MEMORY_KEYS = ("gpu_memory_utilization", "gpu_memory_utilization_by_tp", "kv_free_memory_fraction",
                "block_size_tokens", "swap_space_gib")
 DOC_KEYS = ("name", "engine_version")
