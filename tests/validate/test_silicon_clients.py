@@ -141,8 +141,8 @@ def test_fit_recovers_a_per_prefill_stream_gap_for_the_engines_asked(tmp_path, c
 
 def test_the_vllm_fit_counts_iterations_by_default(tmp_path, capsys):
     """Rows whose measured TTFT is the simulated one plus (3 + 0.002 x the mean prompt's tokens) simulated TPOTs:
-    vLLM's default terms (`fit.FITTED`) are the per-step ones and find 3 and 0.002; SGLang's are the per-prefill
-    ones; a term that is not a front-end key is one line, exit 2."""
+    vLLM's default terms (`fit.FITTED`) are the per-step ones and find 3 and 0.002; SGLang's and TensorRT-LLM's are
+    per-prefill ones; a term that is not a front-end key is one line, exit 2."""
     import csv
     import json
 
@@ -151,6 +151,7 @@ def test_the_vllm_fit_counts_iterations_by_default(tmp_path, capsys):
 
     assert [KEYS[i] for i in FITTED["vllm"]] == ["frontend_per_step", "frontend_per_step_token"]
     assert "frontend_per_prefill_s" in [KEYS[i] for i in FITTED["sglang"]]
+    assert [KEYS[i] for i in FITTED["trtllm"]] == ["frontend_per_prefill_s", "frontend_per_prefill_stream_s"]
     cols = ["id", "status", "engine", "model", "system", "preset", "isl_tokens", "clients", "sim_prefill_alone_s",
             "sim_ttft_p50_s", "sim_tpot_p50_s", "measured_ttft_s"]
     path = tmp_path / "rows.csv"
