@@ -20,9 +20,10 @@ measured - simulated. The delay adds to each request's TTFT, so the fit is a lin
 [1, the mean prompt's tokens (0.9 x ISL: uniform in [0.8 ISL, ISL]), streams (clients - 1: a closed loop holds the
 other clients' requests), the mean prompt's prefill alone on the row's instance (rows.csv `sim_prefill_alone_s`),
 that prefill x streams, the simulated TPOT median (rows.csv `sim_tpot_p50_s`), that x the mean prompt's tokens],
-minimising the median absolute relative TTFT error (iteratively reweighted least squares,
-L1, each coefficient >= 0: `fit_l1`). The additive view ignores that a delayed request also delays its client's
-next one (less load: a slightly shorter simulated queue); the matrix re-run with the fitted presets is the check.
+minimising the sum of absolute relative TTFT errors (L1, each coefficient >= 0: `fit_l1`; the targets score the
+median, which a direct fit reaches only by a local search whose answer depends on its path). The additive view
+ignores that a delayed request also delays its client's next one (less load: a slightly shorter simulated queue);
+the matrix re-run with the fitted presets is the check.
 
 `refine=true`: the `base=` rows were simulated with the presets' current front-end values (their `preset` column,
 read from conf/engine): those delays are taken out of each row's simulated TTFT first, so the new fit starts from
