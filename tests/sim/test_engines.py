@@ -212,3 +212,21 @@ def test_an_engine_whose_dp_ranks_each_schedule_takes_their_limits_per_rank(engi
     if preset.max_num_seqs is not None:
         assert scheduler.max_num_seqs == preset.max_num_seqs * ranks
     assert build_scheduler(preset, BlockManager(64, 16), 4096, 1024).token_budget == preset.max_num_batched_tokens
+
+
+def test_the_tensorrt_llm_serving_preset_chunks_a_prompt_the_running_batch_leaves_no_room_for():
+    """`trtllm_v1_serve` chunks its prefills (fitted on the measured rows: docs/validation.md, "TensorRT-LLM's
+    chunked context"). A (10 in, 40 out) decodes from t=0; B (8,192 in, 3 out) arrives at 1 ms. Budget 8,192
+    tokens, A's decode takes one: chunked, B's prompt runs as 8,191 tokens in [.01, .02] and 1 in [.02, .03],
+    first token at .03 (TTFT .029), tokens 2-3 at .04, .05. Unchunked, B fits no iteration while A decodes: it
+    waits for A's last token (.40), prefills in [.40, .41] (TTFT .409). A 12,000-token prompt, longer than the
+    whole budget, is never scheduled unchunked; chunked it takes two iterations."""
+    steps = [*STEP, "scenario.pools.main.model=qwen3_32b", "engine=trtllm_v1_serve",
+             "engine.frontend_per_prefill_s=0", "engine.frontend_per_prefill_stream_s=0"]
+    b_8k = Workload.from_columns([0.0, 0.001], [10, 8192], [40, 3])
+    assert times(simulate(run_config(*steps), b_8k)) == [(0.01, 0.4), (0.029, 0.049)]
+    assert times(simulate(run_config(*steps, "engine.chunked_prefill=false"), b_8k)) == [(0.01, 0.4), (0.409, 0.429)]
+    b_12k = Workload.from_columns([0.0, 0.001], [10, 12000], [40, 3])
+    assert times(simulate(run_config(*steps), b_12k)) == [(0.01, 0.4), (0.029, 0.049)]
+    unchunked = simulate(run_config(*steps, "engine.chunked_prefill=false"), b_12k).requests
+    assert unchunked["status"][0] == "completed" and unchunked["status"][1] != "completed"
