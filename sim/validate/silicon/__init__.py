@@ -6,5 +6,7 @@ is fitted, per engine (`fit.py`, `python -m sim.validate.silicon.fit`).
 Read first: `support.py` (what a row means to the simulator, or why it cannot be expressed), `simulate_row.py`
 (one row through compose_config, load_run_config and simulate), `runner.py` (the rows in a process pool, written
 as they finish). Then `metrics.py` (errors), `report.py` (tables, matrix.json), `plot.py`, `gate.py` (the CI
-fidelity gate against `sim/validate/data/silicon_baseline.json`), `fit.py` (the front-end time's fit).
+fidelity gate against `sim/validate/data/silicon_baseline.json`), `fit.py` (the front-end time's fit),
+`held_out.py` (each row with the fit that left its model out), `targets.py` (issue 41's targets scored in one
+command: `python -m sim.validate.silicon.targets`), `cli.py` (the programs' key=value arguments).
 """

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from inferplan.errors import InputError, exit_on_input_error
 from inferplan.interrupts import signals_raise
+from sim.validate.silicon.cli import flag, key_values, positive
 from sim.validate.silicon.fit import ZERO
 from sim.validate.silicon.held_out import HeldOut
 from sim.validate.silicon.report import text_report, write_outputs
@@ -40,37 +41,13 @@ OPTIONS = ("csv", "jobs", "limit", "systems", "ids", "rounds", "cost", "client",
 FRONTENDS = ("preset", "none")
 
 
-def _positive(args: dict, key: str, default: int | None) -> int | None:
-    if key not in args:
-        return default
-    try:
-        value = int(args[key])
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise InputError("command line", key, f"must be a whole number >= 1, got {args[key]!r}", f"give e.g. {key}=2")
-    return value
-
-
-def _bool(args: dict, key: str) -> bool:
-    value = args.get(key, "false").lower()
-    if value not in ("true", "false"):
-        raise InputError("command line", key, f"must be true or false, got {args[key]!r}", f"give {key}=true")
-    return value == "true"
-
-
 def parse_args(argv: list[str]) -> dict:
-    args = {}
-    for arg in argv:
-        key, sep, value = arg.partition("=")
-        if not sep or key not in OPTIONS:
-            raise InputError("command line", arg, "unknown argument", f"give key=value with keys {', '.join(OPTIONS)}")
-        args[key] = value
-    return {"csv": Path(args.get("csv") or CSV_PATH), "jobs": _positive(args, "jobs", 1),
-            "limit": _positive(args, "limit", None), "rounds": _positive(args, "rounds", 10),
+    args = key_values(argv, OPTIONS)
+    return {"csv": Path(args.get("csv") or CSV_PATH), "jobs": positive(args, "jobs", 1),
+            "limit": positive(args, "limit", None), "rounds": positive(args, "rounds", 10),
             "systems": [s for s in args.get("systems", "").split(",") if s],
             "ids": [s for s in args.get("ids", "").split(",") if s],
-            "resume": _bool(args, "resume"), "cost": cost_option(args), "client": client_option(args),
+            "resume": flag(args, "resume"), "cost": cost_option(args), "client": client_option(args),
             "held_out": args.get("held_out") or None, "frontend": _frontend(args),
             "out": Path(args.get("out") or Path("runs") / "validate" / "silicon" / time.strftime("%Y-%m-%d_%H-%M-%S"))}
 
