@@ -8,9 +8,9 @@ What is fitted: an engine preset's front-end time (sim/core/instance/frontend.py
 delay_s = frontend_per_request_s + frontend_per_prompt_token_s x prompt tokens + frontend_per_stream_s x streams
 + (frontend_per_prefill_s + frontend_per_prefill_stream_s x streams) x the prompt's prefill alone (seconds, priced
 by the cost model) + (frontend_per_step + frontend_per_step_token x prompt tokens) x the instance's iteration time
-(the row's simulated TPOT median stands for it here); which terms each engine fits: `FITTED` (vLLM the two
-per-step terms, TensorRT-LLM the two per-prefill ones, SGLang the per-request, per-stream and per-prefill ones),
-`terms=<key>,...` another set for every engine. `engines=` fits (and writes) those engines only.
+(the row's simulated TPOT median stands for it here); which terms each engine fits: `FITTED` (vLLM the per-stream
+and the two per-step terms, TensorRT-LLM the two per-prefill ones, SGLang the per-request, per-stream and
+per-prefill ones), `terms=<key>,...` another set for every engine. `engines=` fits (and writes) those engines only.
 Everything else (kernel times, the cost model's step overhead, the scheduler) stays as configured.
 
 How: every row is simulated once with the front-end time at zero (or read from `base=`, a matrix `rows.csv`
@@ -61,7 +61,9 @@ KEYS = ("frontend_per_request_s", "frontend_per_prompt_token_s", "frontend_per_s
 # vLLM: the delay in iterations (per request and per prompt token, times the instance's recent iteration time):
 # its rows' TTFT beyond the simulated one is a near-constant number of iterations across concurrency, TP and
 # models, so it carries to a model the fit never saw (held out, H100/H200 matrix: TTFT 21.6% -> 17.2%;
-# docs/validation.md, "TTFT in iterations").
+# docs/validation.md, "TTFT in iterations"); plus seconds per stream held (its one API-server process serves
+# every stream's chunks): held out, simulated, vLLM 16.5% -> 14.1%, 1-4 clients 23.7% -> 16.8%
+# (docs/validation.md, "vLLM's delay per stream").
 # TensorRT-LLM: per second of the prompt's own prefill price and that per stream, on the first token's path:
 # its rows' TTFT is ~2-4 prefills at 8 clients and grows by ~0.03-0.05 prefill per client at every output length,
 # where the iteration delay grew with the longer iterations of short outputs (held out, simulated: 24.2% ->
@@ -69,10 +71,10 @@ KEYS = ("frontend_per_request_s", "frontend_per_prompt_token_s", "frontend_per_s
 # SGLang: per request, per stream, per second of the prompt's own prefill price and that per stream, at `entry`:
 # its measured Qwen3-32B rows are bursts that delay reproduces, the iteration delay loses them (held out 22.0% ->
 # 41.6%). No engine fits the per-token seconds: tokenising costs ~1-5 us per token, within the other terms here.
-STEP_TERMS = (5, 6)
+STREAM_STEP_TERMS = (2, 5, 6)
 PREFILL_TERMS = (0, 2, 3, 4)
 PREFILL_ONLY_TERMS = (3, 4)
-FITTED = {"vllm": STEP_TERMS, "trtllm": PREFILL_ONLY_TERMS, "sglang": PREFILL_TERMS}
+FITTED = {"vllm": STREAM_STEP_TERMS, "trtllm": PREFILL_ONLY_TERMS, "sglang": PREFILL_TERMS}
 ZERO = {k: 0.0 for k in KEYS}
 SYSTEMS = ("h100_sxm", "h200_sxm")
 
@@ -296,8 +298,8 @@ def preset_block(engine: str, fit: dict, command: str) -> str:
             "in "
             f"sample, {out['median_abs_pct']}% held out\n# ({held}; held-out bias {out['bias_pct']}%; additive "
             "predictions of the linear fit).\n" + _search_note(fit) + "# Fitted: "
-            f"{', '.join(fit['terms'])}; the other keys 0. No term scales a kernel time:\n# the per-step terms "
-            "count the instance's iterations (frontend.py), the per-prefill ones follow\n# the prompt's own prefill "
+            f"{', '.join(fit['terms'])}; the other keys 0.\n# No term scales a kernel time: the per-step terms "
+            "count the instance's iterations (frontend.py), the per-prefill\n# ones follow the prompt's own prefill "
             "price.\n" + "".join(f"{k}: {v[k]:.4g}\n" for k in KEYS))
 
 
