@@ -139,19 +139,19 @@ def test_fit_recovers_a_per_prefill_stream_gap_for_the_engines_asked(tmp_path, c
     assert stop.value.code == 2 and "command line: engines: tgi unknown" in err and err.count("\n") == 1
 
 
-def test_the_vllm_fit_counts_iterations_and_streams_by_default(tmp_path, capsys):
-    """Rows whose measured TTFT is the simulated one plus 0.6 ms per other client's stream plus (3 + 0.002 x the
-    mean prompt's tokens) simulated TPOTs: vLLM's default terms (`fit.FITTED`) are the per-stream and per-step ones
-    and find 0.0006, 3 and 0.002; SGLang's and TensorRT-LLM's are per-prefill ones; a term that is not a front-end
-    key is one line, exit 2."""
+def test_the_vllm_fit_counts_tokens_prefills_per_stream_and_iterations_by_default(tmp_path, capsys):
+    """Rows whose measured TTFT is the simulated one plus 16 us per mean prompt token, 0.05 x the prompt's prefill
+    alone per other client's stream and 2 simulated TPOTs: vLLM's default terms (`fit.FITTED`) are those and find
+    1.6e-05, 0.05 and 2; SGLang's and TensorRT-LLM's are per-prefill ones; a term that is not a front-end key is one
+    line, exit 2."""
     import csv
     import json
 
     from sim.validate.silicon.fit import FITTED, KEYS
     from sim.validate.silicon.fit import main as fit_main
 
-    assert [KEYS[i] for i in FITTED["vllm"]] == ["frontend_per_stream_s", "frontend_per_step",
-                                                 "frontend_per_step_token"]
+    assert [KEYS[i] for i in FITTED["vllm"]] == ["frontend_per_prompt_token_s", "frontend_per_prefill_stream_s",
+                                                 "frontend_per_step"]
     assert "frontend_per_prefill_s" in [KEYS[i] for i in FITTED["sglang"]]
     assert [KEYS[i] for i in FITTED["trtllm"]] == ["frontend_per_prefill_s", "frontend_per_prefill_stream_s"]
     cols = ["id", "status", "engine", "model", "system", "preset", "isl_tokens", "clients", "sim_prefill_alone_s",
@@ -162,15 +162,16 @@ def test_the_vllm_fit_counts_iterations_and_streams_by_default(tmp_path, capsys)
         w.writerow(cols)
         for i, model in enumerate(["A", "B", "C"] * 12):
             isl, tpot_s, sim_s = (1024, 4096, 8192)[i % 3], 0.005 + 0.004 * (i % 5), 0.05 + 0.01 * (i % 7)
-            clients = (4, 16, 32, 64)[(i // 3) % 4]
-            meas = sim_s + 0.0006 * (clients - 1) + (3.0 + 0.002 * 0.9 * isl) * tpot_s
-            w.writerow([f"r{i}", "simulated", "vllm", model, "h100_sxm", "x", isl, clients, 0.03, sim_s, tpot_s,
+            clients, prefill_s = (4, 16, 32, 64)[(i // 3) % 4], 0.02 + 0.01 * (i % 4)
+            meas = sim_s + 1.6e-05 * 0.9 * isl + 0.05 * prefill_s * (clients - 1) + 2.0 * tpot_s
+            w.writerow([f"r{i}", "simulated", "vllm", model, "h100_sxm", "x", isl, clients, prefill_s, sim_s, tpot_s,
                         meas])
     fit_main([f"base={path}"])
     v = json.loads(capsys.readouterr().out)["engines"]["vllm"]["values"]
-    assert v["frontend_per_stream_s"] == pytest.approx(0.0006, rel=1e-3)
-    assert v["frontend_per_step"] == pytest.approx(3.0, rel=1e-3)
-    assert v["frontend_per_step_token"] == pytest.approx(0.002, rel=1e-3)
+    assert v["frontend_per_prompt_token_s"] == pytest.approx(1.6e-05, rel=1e-3)
+    assert v["frontend_per_prefill_stream_s"] == pytest.approx(0.05, rel=1e-3)
+    assert v["frontend_per_step"] == pytest.approx(2.0, rel=1e-3)
+    assert v["frontend_per_step_token"] == 0.0
     assert v["frontend_per_prefill_s"] == 0.0 and v["frontend_per_request_s"] == 0.0
     with pytest.raises(SystemExit) as stop:
         fit_main([f"base={path}", "terms=frontend_per_step,per_token"])

@@ -8,8 +8,8 @@ What is fitted: an engine preset's front-end time (sim/core/instance/frontend.py
 delay_s = frontend_per_request_s + frontend_per_prompt_token_s x prompt tokens + frontend_per_stream_s x streams
 + (frontend_per_prefill_s + frontend_per_prefill_stream_s x streams) x the prompt's prefill alone (seconds, priced
 by the cost model) + (frontend_per_step + frontend_per_step_token x prompt tokens) x the instance's iteration time
-(the row's simulated TPOT median stands for it here); which terms each engine fits: `FITTED` (vLLM the per-stream
-and the two per-step terms, TensorRT-LLM the two per-prefill ones, SGLang the per-request, per-stream and
+(the row's simulated TPOT median stands for it here); which terms each engine fits: `FITTED` (vLLM per prompt token,
+per prefill per stream and per step, TensorRT-LLM the two per-prefill ones, SGLang the per-request, per-stream and
 per-prefill ones), `terms=<key>,...` another set for every engine. `engines=` fits (and writes) those engines only.
 Everything else (kernel times, the cost model's step overhead, the scheduler) stays as configured.
 
@@ -58,23 +58,22 @@ from sim.validate.silicon.simulate_row import client_option, cost_option
 KEYS = ("frontend_per_request_s", "frontend_per_prompt_token_s", "frontend_per_stream_s", "frontend_per_prefill_s",
         "frontend_per_prefill_stream_s", "frontend_per_step", "frontend_per_step_token")
 # The terms each engine's fit takes by default (indices into KEYS; `terms=` picks others, for every engine).
-# vLLM: the delay in iterations (per request and per prompt token, times the instance's recent iteration time):
-# its rows' TTFT beyond the simulated one is a near-constant number of iterations across concurrency, TP and
-# models, so it carries to a model the fit never saw (held out, H100/H200 matrix: TTFT 21.6% -> 17.2%;
-# docs/validation.md, "TTFT in iterations"); plus seconds per stream held (its one API-server process serves
-# every stream's chunks): held out, simulated, vLLM 16.5% -> 14.1%, 1-4 clients 23.7% -> 16.8%
-# (docs/validation.md, "vLLM's delay per stream").
+# vLLM: seconds per prompt token (tokenising and hashing the prompt: 16 us per token fitted), the prompt's own
+# prefill price per stream held (it waits behind the other streams' prefills) and iterations (a near-constant
+# number of the instance's iterations across concurrency, TP and models: docs/validation.md, "TTFT in
+# iterations"); held out, simulated, vLLM 16.5% -> 13.1% and its partitions beyond 30% 8 -> 1 against the
+# iterations alone (docs/validation.md, "vLLM's delay in tokens, prefills and iterations").
 # TensorRT-LLM: per second of the prompt's own prefill price and that per stream, on the first token's path:
 # its rows' TTFT is ~2-4 prefills at 8 clients and grows by ~0.03-0.05 prefill per client at every output length,
 # where the iteration delay grew with the longer iterations of short outputs (held out, simulated: 24.2% ->
 # 23.7%; additive: 26.3% -> 25.1%; docs/validation.md, "TensorRT-LLM's delay in prefills").
 # SGLang: per request, per stream, per second of the prompt's own prefill price and that per stream, at `entry`:
 # its measured Qwen3-32B rows are bursts that delay reproduces, the iteration delay loses them (held out 22.0% ->
-# 41.6%). No engine fits the per-token seconds: tokenising costs ~1-5 us per token, within the other terms here.
-STREAM_STEP_TERMS = (2, 5, 6)
+# 41.6%).
+TOKEN_PREFILL_STEP_TERMS = (1, 4, 5)
 PREFILL_TERMS = (0, 2, 3, 4)
 PREFILL_ONLY_TERMS = (3, 4)
-FITTED = {"vllm": STREAM_STEP_TERMS, "trtllm": PREFILL_ONLY_TERMS, "sglang": PREFILL_TERMS}
+FITTED = {"vllm": TOKEN_PREFILL_STEP_TERMS, "trtllm": PREFILL_ONLY_TERMS, "sglang": PREFILL_TERMS}
 ZERO = {k: 0.0 for k in KEYS}
 SYSTEMS = ("h100_sxm", "h200_sxm")
 
