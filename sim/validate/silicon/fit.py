@@ -88,6 +88,12 @@ def features(rec: dict) -> np.ndarray:
     return np.array([1.0, tokens, streams, prefill_s, prefill_s * streams, step_s, step_s * tokens])
 
 
+def fittable(records: list[dict]) -> list[dict]:
+    """The simulated records a fit can use: a finite simulated TTFT median and a measured TTFT > 0."""
+    return [r for r in records if r["status"] == "simulated" and np.isfinite(r["sim_ttft_p50_s"])
+            and r["measured_ttft_s"] > 0]
+
+
 def _fit(x: np.ndarray, sim: np.ndarray, meas: np.ndarray, fitted: tuple[int, ...]) -> np.ndarray:
     """All KEYS' coefficients: the `fitted` ones (indices into KEYS) by `fit_l1`, the rest 0."""
     c = np.zeros(len(KEYS))
@@ -356,8 +362,7 @@ def main(argv: list[str] | None = None) -> None:
         recs = [r for r in simulated_base(systems, per_model, int(args.get("jobs", 2)), cost, client)
                 if r["status"] == "simulated"]
         source = f"{per_model} rows per (engine, model), simulated with the front-end time at zero"
-    recs = [r for r in recs if np.isfinite(r["sim_ttft_p50_s"]) and r["measured_ttft_s"] > 0]
-    recs = [r for r in recs if r["engine"] in wanted]
+    recs = [r for r in fittable(recs) if r["engine"] in wanted]
     doc = {"source": source, "systems": list(systems), "engines": {}}
     for engine in sorted({r["engine"] for r in recs}):
         doc["engines"][engine] = fit_engine([r for r in recs if r["engine"] == engine],

@@ -33,9 +33,9 @@ import numpy as np
 
 from inferplan.config.yaml_files import read_yaml_mapping
 from inferplan.errors import InputError, exit_on_input_error
-from inferplan.interrupts import signals_raise
+from inferplan.interrupts import Interrupted, signals_raise
 from sim.validate.silicon.cli import flag, key_values, positive
-from sim.validate.silicon.fit import FITTED, PRESETS, SYSTEMS, ZERO, fit_engine, without_frontend
+from sim.validate.silicon.fit import FITTED, PRESETS, SYSTEMS, ZERO, fit_engine, fittable, without_frontend
 from sim.validate.silicon.held_out import HeldOut
 from sim.validate.silicon.report import write_outputs
 from sim.validate.silicon.runner import run_matrix
@@ -48,14 +48,6 @@ TARGETS = (("ttft_median_abs_pct", 15.0, "<="), ("tpot_median_abs_pct", 8.0, "<=
 PARTITION_LIMIT_PCT = 30.0
 
 
-class Interrupted(Exception):
-    """Ctrl-C (or SIGTERM) during a step: `signum`, the step's results kept."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
 def frontend_path(engine: str) -> str:
     """Where the engine's serving preset puts its front-end time (`entry` unless the preset says otherwise)."""
     from sim.resolve import ENGINE_DIR
@@ -64,7 +56,7 @@ def frontend_path(engine: str) -> str:
 
 
 def run_step(name: str, rows: list, out: Path, opts: dict, engine_keys=None) -> list[dict]:
-    """One matrix of `rows` into `out/name`; its records (an `Interrupted` when Ctrl-C stopped it)."""
+    """One matrix of `rows` into `out/name`; its records (`Interrupted` when Ctrl-C stopped it, its rows kept)."""
     where = out / name
     print(f"{name}: {len(rows)} rows -> {where}", flush=True)
     with signals_raise():
@@ -76,20 +68,15 @@ def run_step(name: str, rows: list, out: Path, opts: dict, engine_keys=None) -> 
     return run.records
 
 
-def _fit_rows(records: list[dict]) -> list[dict]:
-    return [r for r in records if r["status"] == "simulated" and np.isfinite(r["sim_ttft_p50_s"])
-            and r["measured_ttft_s"] > 0]
-
-
 def fit_document(in_sample: list[dict], no_frontend: list[dict]) -> dict:
     """Each engine's front-end fit with its leave-one-model-out coefficients (`fit.py`'s document), from the base
     that suits where its delay sits (module docstring, step 3)."""
     doc: dict = {"source": "python -m sim.validate.silicon.targets", "systems": list(SYSTEMS), "engines": {},
                  "bases": {}}
-    refined = without_frontend(_fit_rows(in_sample))
-    for engine in sorted({r["engine"] for r in no_frontend if r["status"] == "simulated"}):
+    refined, base = without_frontend(fittable(in_sample)), fittable(no_frontend)
+    for engine in sorted({r["engine"] for r in base}):
         at_entry = frontend_path(engine) == "entry"
-        recs = [r for r in (refined if at_entry else _fit_rows(no_frontend)) if r["engine"] == engine]
+        recs = [r for r in (refined if at_entry else base) if r["engine"] == engine]
         if recs:
             doc["engines"][engine] = fit_engine(recs, FITTED[engine])
             doc["bases"][engine] = "in_sample, refined" if at_entry else "no_frontend"
@@ -171,7 +158,7 @@ def main(argv: list[str] | None = None) -> None:
     except Interrupted as stop:
         print(f"interrupted: the finished steps and rows are kept under {out} (resume=true goes on)",
               file=sys.stderr)
-        raise SystemExit(128 + stop.signum) from None
+        raise SystemExit(stop.exit_code) from None
     scores = {"in_sample": score(in_sample, len(rows)), "held_out": score(held_out, len(rows))}
     doc = {**scores, "targets": verdicts(scores["held_out"]), "bases": fits["bases"],
            "steps": {s: str(out / s) for s in ("in_sample", "no_frontend", "held_out")}, "fit": str(out / "fit.json")}
