@@ -91,6 +91,32 @@ def test_unsupported_rows_name_their_reason(change, reason):
     assert isinstance(p, Unsupported) and p.reason == reason
 
 
+DYNAMO = "source_file=x/trtllm/1.3.0rc1/m.csv; gtl_job_id=1; dynamo_version=0.9.0"
+
+
+def test_a_dynamo_row_runs_its_workers_behind_the_router():
+    """Through Dynamo, `batch_size` is each worker's concurrency and the source's `silicon_concurrency` the
+    client's: silicon_concurrency 192 over batch_size 48 is four instances with 192 clients among them."""
+    row = dataclasses.replace(ROW, engine="trtllm", engine_version="1.3.0rc1", clients=192, batch_size=48,
+                              source=DYNAMO + "; silicon_concurrency=192")
+    p = plan_row(row)
+    assert isinstance(p, RowPlan) and (p.instances, p.row.clients) == (4, 192)
+    assert any("4 workers of 48 clients" in a for a in p.assumptions)
+    assert plan_row(dataclasses.replace(row, clients=48, source=DYNAMO + "; silicon_concurrency=48")).instances == 1
+    assert plan_row(dataclasses.replace(row, source="source_file=x.csv; silicon_concurrency=192")).instances == 1
+    data_parallel = plan_row(dataclasses.replace(row, model_path="MiniMaxAI/MiniMax-M2.5", attention_dp=2,
+                                                 moe_ep=8, tp=4, batch_size=24))
+    assert isinstance(data_parallel, RowPlan) and data_parallel.instances == 4  # 192 / (24 x attention DP 2)
+
+
+@pytest.mark.parametrize("source,clients", [(DYNAMO, 64), (DYNAMO + "; silicon_concurrency=100", 100)])
+def test_a_dynamo_row_without_its_worker_count_is_refused(source, clients):
+    """No `silicon_concurrency` (batch_size may be the total or a worker's), or one that is not a whole number of
+    workers: counted under `replicas`, never guessed."""
+    p = plan_row(dataclasses.replace(ROW, clients=clients, batch_size=64 if clients == 64 else 48, source=source))
+    assert isinstance(p, Unsupported) and p.reason == "replicas" and "Dynamo" in p.detail
+
+
 def test_fp4_on_an_unsupported_architecture_lists_both_reasons():
     p = plan_row(dataclasses.replace(ROW, model_path="openai/gpt-oss-20b", precision="fp4",
                                      gemm_quant_mode="nvfp4", moe_quant_mode="nvfp4"))

@@ -20,7 +20,7 @@ from inferplan.errors import InputError
 from inferplan.specs import available, load_hardware, load_model
 from sim.validate.published import engine_preset
 from sim.validate.silicon import models
-from sim.validate.silicon.table import SiliconRow
+from sim.validate.silicon.table import SOURCE_CONCURRENCY, SiliconRow
 
 # Reasons a row is not simulated: key -> what the report prints.
 REASONS = {
@@ -34,6 +34,7 @@ REASONS = {
     "fp4_units": "NVFP4 on hardware without FP4 units (no NVFP4 kernel; the checkpoint is not MXFP4)",
     "format": "weight format the cost model lacks",
     "parallelism": "parallelism the deployment cannot express (MoE TP x EP mix)",
+    "replicas": "served through Dynamo without its worker count (the replicas behind its router not recorded)",
     "engine": "engine without a conf/engine preset",
 }
 
@@ -140,6 +141,32 @@ def _serve_preset(base: str, version: str) -> str:
         if major >= least:
             chosen = serve
     return chosen
+
+
+# A row measured through NVIDIA Dynamo (its source names the runtime image's `dynamo_version`): the clients reach
+# Dynamo's frontend, whose router spreads them over the deployment's workers.
+DYNAMO = re.compile(r"(?:^|[;\s])dynamo_version=")
+
+
+def _replicas(row: SiliconRow, dp: int, notes: list[str]) -> tuple[int, str | None]:
+    """(workers the clients are spread over, problem or None) of an aggregated row. One, except through Dynamo:
+    there `batch_size` is each worker's concurrency and the source's `silicon_concurrency` the client's, so the row
+    ran `silicon_concurrency / (batch_size x attention DP)` workers (the 21 such rows: 2, 4 or 32; the ids name the
+    total, `_c192_tp4`, with `batch_size` 48). Without `silicon_concurrency` the count is not recorded (the batch
+    size may be either), and the row is refused rather than guessed."""
+    if row.mode != "agg" or not DYNAMO.search(row.source):
+        return 1, None
+    if not SOURCE_CONCURRENCY.search(row.source) or not row.batch_size or not row.clients:
+        return 1, "Dynamo worker count: no silicon_concurrency beside batch_size in the source"
+    workers, rest = divmod(row.clients, row.batch_size * dp)
+    if rest or workers < 1:
+        return 1, (f"Dynamo worker count: silicon_concurrency {row.clients} is not a multiple of batch_size "
+                   f"{row.batch_size} x attention DP {dp}")
+    if workers > 1:
+        notes.append(f"served through Dynamo: {workers} workers of {row.batch_size * dp} clients each "
+                     f"(silicon_concurrency {row.clients} / batch_size {row.batch_size}), the clients spread by "
+                     "the simulator's least-outstanding router (Dynamo's router mode is not recorded)")
+    return workers, None
 
 
 def _version_preset(row: SiliconRow, notes: list[str]) -> str | None:
@@ -284,6 +311,9 @@ def plan_row(row: SiliconRow) -> RowPlan | Unsupported:
         tp, dep, problem = _parallelism(row, moe, notes)
     if problem:
         reasons.append(("parallelism", problem))
+    workers, unrecorded = _replicas(row, int(dep.get("dp", 1)), notes)
+    if unrecorded:
+        reasons.append(("replicas", unrecorded))
     preset = _version_preset(row, notes)
     if preset is None:
         reasons.append(("engine", f"{row.engine!r}"))
@@ -319,4 +349,4 @@ def plan_row(row: SiliconRow) -> RowPlan | Unsupported:
     kv = _kv_dtype(row, weights, notes)
     return RowPlan(row=row, hardware=hardware, model=model, engine=preset, tp=tp, weights_dtype=weights,
                    deployment=dep, assumptions=tuple(notes), kv_dtype=kv,
-                   instances=row.disagg_workers[0] or 1 if decode is not None else 1, decode=decode)
+                   instances=row.disagg_workers[0] or 1 if decode is not None else workers, decode=decode)
