@@ -56,6 +56,12 @@ def test_the_targets_are_the_held_out_matrix_figures(scored):
         assert s["ttft_median_abs_pct"] == round(overall["ttft"]["median_abs_pct"], 1)
         assert s["tpot_median_abs_pct"] == round(overall["tpot"]["median_abs_pct"], 1)
         assert s["partitions_over_30"] == sorted(over) and s["partitions_ttft_over_30"] == len(over)
+        # Per engine and model: two models per engine here, one row each.
+        by_model = grouped(recs, lambda r: f"{r['engine']} {r['model']}")
+        assert list(s["by_model"]) == list(by_model) and len(by_model) == 6
+        for key, fig in s["by_model"].items():
+            assert fig["rows"] == 1 and fig["ttft_median_abs_pct"] == round(
+                by_model[key]["ttft"]["median_abs_pct"], 1)
     # The held-out matrix ran with other coefficients than the presets': its TTFTs differ from in-sample ones.
     ins = {r["id"]: r["sim_ttft_p50_s"] for r in read_records(scored / "in_sample" / "rows.csv")}
     held = {r["id"]: r["sim_ttft_p50_s"] for r in read_records(scored / "held_out" / "rows.csv")}

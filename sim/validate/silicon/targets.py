@@ -91,13 +91,19 @@ def score(records: list[dict], rows_total: int) -> dict:
     overall = summarize(simulated)
     parts = grouped(simulated, partition)
     over = sorted(p for p, s in parts.items() if s["ttft"]["median_abs_pct"] > PARTITION_LIMIT_PCT)
+    # Per engine and model: where the held-out error sits (each model is left out of its own engine's fit).
+    models = {k: {"rows": v["rows"], "ttft_median_abs_pct": round(v["ttft"]["median_abs_pct"], 1),
+                  "ttft_bias_pct": round(v["ttft"]["bias_pct"], 1),
+                  "tpot_median_abs_pct": round(v["tpot"]["median_abs_pct"], 1)}
+              for k, v in sorted(grouped(simulated, lambda r: f"{r['engine']} {r['model']}").items())}
     return {"rows": rows_total, "simulated": len(simulated),
             "simulated_pct": round(100.0 * len(simulated) / rows_total, 1) if rows_total else float("nan"),
             "ttft_median_abs_pct": round(overall["ttft"]["median_abs_pct"], 1),
             "tpot_median_abs_pct": round(overall["tpot"]["median_abs_pct"], 1),
             "ttft_bias_pct": round(overall["ttft"]["bias_pct"], 1),
             "tpot_bias_pct": round(overall["tpot"]["bias_pct"], 1),
-            "partitions": len(parts), "partitions_ttft_over_30": len(over), "partitions_over_30": over}
+            "partitions": len(parts), "partitions_ttft_over_30": len(over), "partitions_over_30": over,
+            "by_model": models}
 
 
 def verdicts(held_out: dict) -> list[dict]:
@@ -118,6 +124,12 @@ def text(doc: dict) -> str:
         lines.append(f"  {name:28s} {v['value']!s:>6} {v['target']:>8}  {'met' if v['met'] else 'NOT met':8s}"
                      f"| {ins[name]}")
     lines.append("  fits: " + ", ".join(f"{e} from {b}" for e, b in doc["bases"].items()))
+    lines.append("  by engine and model, TTFT median |error| (bias) held out | in sample; rows:")
+    nan = {"ttft_median_abs_pct": float("nan"), "ttft_bias_pct": float("nan")}
+    for key, h in ho["by_model"].items():
+        i = ins["by_model"].get(key, nan)
+        lines.append(f"    {key:28s} {h['ttft_median_abs_pct']:5.1f}% ({h['ttft_bias_pct']:+6.1f}) | "
+                     f"{i['ttft_median_abs_pct']:5.1f}% ({i['ttft_bias_pct']:+6.1f}); {h['rows']}")
     if ho["partitions_over_30"]:
         lines.append("  held-out partitions with TTFT beyond 30%: " + "; ".join(ho["partitions_over_30"]))
     return "\n".join(lines)
