@@ -65,11 +65,29 @@ def test_tp_size_written_as_moe_tp_times_moe_ep_is_the_tp_n_ep_n_the_id_names():
                               tp=16, attention_dp=1, moe_tp=4, moe_ep=4)
     p = plan_row(row)
     assert isinstance(p, RowPlan) and p.tp == 4 and p.deployment["ep"] == 4
-    assert any("the TP 4 EP 4 the row's id names" in a for a in p.assumptions)
-    # an id that names no such deployment keeps the columns (a real TP x EP mix: refused)
+    assert any("TP 4 with the experts EP 4, 4 GPUs" in a for a in p.assumptions)
+    # the same columns in an id that names no split: the literal TP 16 with the experts TP 4 x EP 4 (refused)
+    unnamed = plan_row(dataclasses.replace(row, id="qwen3_5_b200_sglang_fp8_agg_8192x1024_c64_cfg615"))
+    assert not isinstance(unnamed, RowPlan) and unnamed.reason == "parallelism"
+    # an id that names no such deployment keeps the columns (a real TP x EP mix inside TP 4: refused)
     mix = plan_row(dataclasses.replace(row, id="gpt_oss_h100_trtllm_agg_4000x1000_c320_tp4_epnone_4", tp=4,
                                        moe_tp=2, moe_ep=2))
     assert not isinstance(mix, RowPlan) and mix.reason == "parallelism"
+    # an id naming another split than the columns' N: not read as it
+    other = plan_row(dataclasses.replace(row, id="x_c4_tp2_ep2_9"))
+    assert not isinstance(other, RowPlan) and other.reason == "parallelism"
+
+
+def test_attention_dp_written_as_moe_tp_times_moe_ep_is_the_dp_n_ep_n_its_twin_records():
+    """2026-04-06 gpt-oss-120b TensorRT-LLM B200 rows: `attention_dp_size` 4, `moe_tp_size` 2, `moe_ep_size` 2, id
+    `tp2_ep2`; the 2026-03-25 file records the same run (identical TTFT and TPOT) as attention DP 2, EP 2."""
+    row = dataclasses.replace(ROW, id="2026_04_06_gpt_oss_120b_b200_sxm_trtllm_fp4_agg_1024x1024_c256_tp2_ep2_1741",
+                              engine="trtllm", engine_version="", model_path="openai/gpt-oss-120b",
+                              system="b200_sxm", precision="fp4", gemm_quant_mode="nvfp4", moe_quant_mode="nvfp4",
+                              clients=256, tp=1, attention_dp=4, moe_tp=2, moe_ep=2)
+    p = plan_row(row)
+    assert isinstance(p, RowPlan) and (p.tp, p.deployment["dp"], p.deployment["ep"]) == (1, 2, 2)
+    assert any("attention DP 2 with the experts EP 2" in a for a in p.assumptions)
 
 
 def test_tensorrt_llm_per_tensor_fp8_rows_run_the_modelopt_checkpoints_fp8_kv_cache():

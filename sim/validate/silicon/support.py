@@ -3,11 +3,13 @@ parallelism, engine preset, assumptions) or an `Unsupported` with the reason it 
 
 Checks, in order (a row is counted under the first that fails; `Unsupported.also` lists the rest):
 hardware (a `conf/hardware` spec), mode (`disagg` needs worker counts and a client concurrency: then the row is a
-prefill pool of its prefill workers handing each request to a decode pool of its decode workers), client concurrency, architecture (`models.UNSUPPORTED_ARCHITECTURES`), model
+prefill pool of its prefill workers handing each request to a decode pool of its decode workers), client
+concurrency, architecture (`models.UNSUPPORTED_ARCHITECTURES`), model
 (a `conf/model` yaml with the row's `hf_id`), format (NVFP4 on hardware with FP4 units for a model with an NVFP4
 checkpoint, `models.NVFP4_CHECKPOINTS`; a model with one published checkpoint, `models.CHECKPOINT_WEIGHTS`, runs
 in its formats whatever the row's label, its MXFP4 experts in the engine's kernel, `models.MXFP4_EXPERTS_ON_FP4_UNITS`),
-parallelism (expert parallelism is 1 or every device of the instance), engine (a `conf/engine` preset).
+parallelism (expert parallelism is 1 or every device of the instance), replicas (an aggregated row served through
+Dynamo records its worker count), engine (a `conf/engine` preset).
 """
 from __future__ import annotations
 
@@ -197,10 +199,16 @@ def _read_as_named(row: SiliconRow, notes: list[str]) -> tuple[int, int, int | N
     named = ID_TP_EP.search(row.id)
     n = moe_tp
     if dp == 1 and named and named.group(1) == named.group(2) == str(n) and ep == n > 1 and tp == n * n:
-        notes.append(f"tp_size {tp}, moe_tp_size {n}, moe_ep_size {n}: the TP {n} EP {n} the row's id names, {n} GPUs "
+        notes.append(f"tp_size {tp}, moe_tp_size {n}, moe_ep_size {n}: TP {n} with the experts EP {n}, {n} GPUs "
                      "(tp_size is moe_tp x moe_ep in these rows; the same runs recorded elsewhere in the file read "
                      f"tp_size {n}, moe_tp_size 1)")
         return n, dp, n, 1
+    if tp == 1 and named and named.group(1) == named.group(2) == str(n) and ep == n > 1 and dp == n * n:
+        notes.append(f"attention_dp_size {dp}, moe_tp_size {n}, moe_ep_size {n}: attention DP {n} with the experts "
+                     f"EP {n}, the {n} GPUs the row's id names (attention_dp_size is moe_tp x moe_ep in these rows; "
+                     f"the same runs recorded in the 2026-03-25 file read attention_dp_size {n}, moe_tp_size 1, "
+                     f"moe_ep_size {n}, with the same TTFT and TPOT)")
+        return 1, n, n, 1
     return tp, dp, ep, moe_tp
 
 
@@ -255,7 +263,12 @@ def _parallelism(row: SiliconRow, moe: bool, notes: list[str]) -> tuple[int, dic
     2026-04-06 ones, measured a day apart with the same image). A second: `tp_size` N x N with `moe_tp_size` and
     `moe_ep_size` N, in rows whose id names `tpN_epN` (the 2026-04-06 gpt-oss and Qwen3.5 rows; its Qwen3.5 rows
     repeat the 2026-03-25 measurements, recorded there as `tp_size` N, `moe_tp_size` 1, `moe_ep_size` N), is TP N
-    with the experts EP N on N GPUs."""
+    with the experts EP N on N GPUs (without such an id the columns are a valid TP N x N with the experts TP N x EP
+    N, and are read so: the InferenceX Qwen3.5 B200 rows of config 615 are twins of TP 4 EP 4 rows but refused).
+    A third: `tp_size` 1, `attention_dp_size` N x N, `moe_tp_size` and `moe_ep_size` N, id `tpN_epN` (2026-04-06
+    gpt-oss-120b TensorRT-LLM on B200), is attention DP N with the experts EP N on N GPUs:
+    the 2026-03-25 file records the same runs (identical TTFT and TPOT) as `attention_dp_size` N, `moe_ep_size` N,
+    `batch_size` clients / N."""
     tp, dp, ep, moe_tp = (_read_as_named(row, notes) if moe
                           else (row.tp or 1, row.attention_dp or 1, row.moe_ep, row.moe_tp or 1))
     return _split(tp, row.pp or 1, dp, ep, moe_tp, moe)
