@@ -35,6 +35,16 @@ def test_source_column_picks_the_client(rows):
     assert client_of(gap, "inferencex") == "inferencex" and client_of(other, "fixed") == "fixed"
 
 
+def test_the_inferred_client_keeps_rounds_together_where_the_rows_tpot_says_so(rows):
+    """`inferred` (the default): zero-spread lengths for the H100 SGLang gap-analysis rows (their TPOT is a round
+    kept together's), InferenceX's client for the same collection's vLLM and TensorRT-LLM rows and for the rest."""
+    assert client_of(rows[GAP_ANALYSIS], "inferred") == "fixed"
+    gap_vllm = next(r for r in rows.values() if "aic-auto-gap-analysis" in r.source and r.engine == "vllm")
+    assert client_of(gap_vllm, "inferred") == "inferencex" and client_of(gap_vllm, "source") == "fixed"
+    other = next(r for r in rows.values() if r.source and "aic-auto-gap-analysis" not in r.source)
+    assert client_of(other, "inferred") == "inferencex"
+
+
 def test_lengths_of_each_client(rows):
     row = rows[GAP_ANALYSIS]
     fixed, ix = traffic(row, "fixed", 10), traffic(row, "inferencex", 10)
@@ -61,8 +71,8 @@ def test_command_line_options():
     opts = parse_args(["cost=measured", "client=source"])
     assert opts["cost"] == "measured" and opts["client"] == "source"
     default = parse_args([])
-    assert default["cost"] is None and default["client"] == "inferencex"
-    with pytest.raises(InputError, match="client: must be one of inferencex, fixed, source"):
+    assert default["cost"] is None and default["client"] == "inferred"
+    with pytest.raises(InputError, match="client: must be one of inferred, inferencex, fixed, source"):
         parse_args(["client=burst"])
     with pytest.raises(InputError, match="cost: must be one of auto, measured, analytical or a profile file"):
         parse_args(["cost=fast"])
@@ -101,7 +111,8 @@ def test_fit_takes_the_same_options(capsys):
 
     with pytest.raises(SystemExit) as stop:
         fit_main(["per_model=1", "client=burst"])
-    assert stop.value.code == 2 and "client: must be one of inferencex, fixed, source" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "client: must be one of inferred, inferencex, fixed, source" in err
 
 
 def test_fit_recovers_a_per_prefill_stream_gap_for_the_engines_asked(tmp_path, capsys):

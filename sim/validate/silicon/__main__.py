@@ -1,6 +1,6 @@
 """`python -m sim.validate.silicon [csv=<file>] [jobs=N] [limit=N] [systems=h100_sxm,h200_sxm] [ids=a,b]
-[rounds=10] [cost=measured] [client=inferencex|fixed|source] [held_out=<fit.json>[,...]] [frontend=none] [out=<dir>]
-[resume=true]`: simulate every row of a
+[rounds=10] [cost=measured] [client=inferred|inferencex|fixed|source] [held_out=<fit.json>[,...]] [frontend=none]
+[out=<dir>] [resume=true]`: simulate every row of a
 measured-runs table (default: the shipped copy) and report the TTFT/TPOT errors per partition and concurrency
 band, and the rows it cannot express by reason.
 
@@ -8,10 +8,12 @@ band, and the rows it cannot express by reason.
 per client (the benchmark client's 10). `cost` the cost model's profile for every row (`cost.profile`: `measured`
 prices the kernels from the AIConfigurator grid of the row's GPU, `analytical` from the roofline, `auto` or a
 profile path; default: the configured one). `client` the benchmark client whose lengths each request gets
-(sim/validate/silicon/clients.py): `inferencex` (default: uniform in [0.8 L, L], the data README's client),
-`fixed` (exactly ISL in, OSL out), `source` (per row by its `silicon_data_source`: `fixed` for the rows of
-AIConfigurator's gap-analysis collection, `inferencex` for the rest). `held_out` a fit document (`python -m
-sim.validate.silicon.fit ... out=<fit.json>`; several, comma-separated: each engine from the one that fits it):
+(sim/validate/silicon/clients.py): `inferred` (default: per row by what its source's rows show: `fixed` for the
+H100 SGLang gap-analysis rows, whose TPOT is that of rounds kept together, `inferencex` for the rest),
+`inferencex` (uniform in [0.8 L, L], the data README's client), `fixed` (exactly ISL in, OSL out), `source`
+(`fixed` for every row of AIConfigurator's gap-analysis collection, `inferencex` for the rest). `held_out` a fit
+document (`python -m sim.validate.silicon.fit ... out=<fit.json>`; several, comma-separated: each engine from the one
+that fits it):
 each row's front-end time is the one fitted without its own model
 (sim/validate/silicon/held_out.py), the held-out matrix the targets are scored on. `frontend=none` runs every row
 with its engine preset's front-end time at zero (`fit.KEYS`): the base the front-end fit reads (`python -m

@@ -20,9 +20,19 @@ others' prefills (TTFT ~ half the prefill time of all clients' prompts, the same
 TPOT carrying the other half). The measured SGLang Qwen3-32B rows show exactly that; the 0.8 range spreads the
 ends of a round by 20% of the output and the simulated rounds fall apart.
 
-`source` picks per row: `fixed` for the gap-analysis rows, `inferencex` for the rest. It is not the matrix's
-default: under it the simulated vLLM and TensorRT-LLM (mixed prefill/decode iterations) hold their rounds together
-too, which their measured rows say the real servers do not (docs/validation.md, "The rows' client").
+`inferred` (the matrix's default) picks per row by what the row's source measured: `fixed` for the sources whose
+rows' TPOT shows rounds kept together (`BURST_SOURCES`), `inferencex` for the rest. The evidence is TPOT, not TTFT:
+under SGLang's prefill-first scheduler a request of a round kept together carries in its TPOT about half of the
+round's prefills (the ones after its own, N/2 x the prefill over the output), a request of rounds spread out every
+other stream's prefill once (N - 1). The H100 SGLang Qwen3-32B rows (`.../aic-auto-gap-analysis/data/h100_sxm/
+sglang/...`) measure the first at every TP and output length (TP 4, 128 clients, 4096 in: 93.9 / 59.8 / 45.8 ms
+at 128 / 256 / 512 out, about 30 ms of decode step plus 68 / 34 / 17 ms; spread out: 168 / 95 / 58 ms). The same
+collection's vLLM and TensorRT-LLM rows measure TPOT within a few % of spread rounds at 32-128 clients, so they keep
+InferenceX's client (which lengths they drew is not recorded).
+
+`source` picks `fixed` for every gap-analysis row, `inferencex` for the rest: under it the simulated vLLM and
+TensorRT-LLM (mixed prefill/decode iterations) hold their rounds together too, which their measured rows say the
+real servers do not (docs/validation.md, "The rows' client").
 """
 from __future__ import annotations
 
@@ -30,12 +40,17 @@ from sim.validate.silicon.table import SiliconRow
 
 INFERENCEX_RANGE_RATIO = 0.8     # --random-range-ratio
 CLIENTS = ("inferencex", "fixed")
-CHOICES = (*CLIENTS, "source")
+CHOICES = ("inferred", *CLIENTS, "source")
 GAP_ANALYSIS_MARK = "aic-auto-gap-analysis"
+# Sources whose rows' TPOT shows every round kept together (the module's docstring): zero-spread lengths.
+BURST_SOURCES = ("aic-auto-gap-analysis/data/h100_sxm/sglang/",)
 
 
 def client_of(row: SiliconRow, choice: str) -> str:
-    """The client that measured `row` under `choice` (a client name, or `source`: by the row's data source)."""
+    """The client that measured `row` under `choice` (a client name; `inferred`: by what its source's rows show;
+    `source`: `fixed` for every gap-analysis row)."""
+    if choice == "inferred":
+        return "fixed" if any(mark in row.source for mark in BURST_SOURCES) else "inferencex"
     if choice != "source":
         return choice
     return "fixed" if GAP_ANALYSIS_MARK in row.source else "inferencex"

@@ -1,7 +1,7 @@
 """The engine time outside the kernels, fitted per engine on the measured H100/H200 serving runs.
 
 `python -m sim.validate.silicon.fit [base=<rows.csv>] [per_model=N] [jobs=N] [systems=h100_sxm,h200_sxm]
-[refine=true] [search=<rows per model>] [cost=measured] [client=inferencex|fixed|source] [engines=vllm,...]
+[refine=true] [search=<rows per model>] [cost=measured] [client=inferred|inferencex|fixed|source] [engines=vllm,...]
 [terms=<key>,...] [out=<file.json>] [write=true]`
 
 What is fitted: an engine preset's front-end time (sim/core/instance/frontend.py), per engine, never per model,
@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 from itertools import combinations
 from pathlib import Path
 
@@ -53,7 +54,7 @@ import numpy as np
 from inferplan.config.yaml_files import read_yaml_mapping
 from inferplan.errors import InputError, exit_on_input_error
 from sim.validate.silicon.runner import read_records
-from sim.validate.silicon.simulate_row import client_option, cost_option
+from sim.validate.silicon.simulate_row import DEFAULT_CLIENT, client_option, cost_option
 
 KEYS = ("frontend_per_request_s", "frontend_per_prompt_token_s", "frontend_per_stream_s", "frontend_per_prefill_s",
         "frontend_per_prefill_stream_s", "frontend_per_step", "frontend_per_step_token")
@@ -233,7 +234,7 @@ def subsample_plans(systems: tuple[str, ...], per_model: int) -> list:
 
 
 def simulate_plans(plans: list, engine_keys: dict, jobs: int, cost: str | None = None,
-                   client: str = "inferencex") -> list[dict]:
+                   client: str = DEFAULT_CLIENT) -> list[dict]:
     """Records of `plans` simulated with the preset keys `engine_keys[engine]` overridden (`cost`, `client`: as
     the matrix's options of those names; give the ones the `base=` run was made with)."""
     from sim.validate.silicon.runner import simulated_record
@@ -252,7 +253,7 @@ def simulate_plans(plans: list, engine_keys: dict, jobs: int, cost: str | None =
 
 
 def simulated_base(systems: tuple[str, ...], per_model: int, jobs: int, cost: str | None = None,
-                   client: str = "inferencex") -> list[dict]:
+                   client: str = DEFAULT_CLIENT) -> list[dict]:
     """`per_model` rows per (engine, model), simulated with the front-end time at zero."""
     plans = subsample_plans(systems, per_model)
     return simulate_plans(plans, {p.row.engine: ZERO for p in plans}, jobs, cost, client)
@@ -262,7 +263,7 @@ SCALES = (0.4, 0.6, 0.8, 1.0)
 
 
 def scale_search(doc: dict, systems: tuple[str, ...], per_model: int, jobs: int, cost: str | None = None,
-                 client: str = "inferencex") -> None:
+                 client: str = DEFAULT_CLIENT) -> None:
     """The additive fit ignores that a delayed request lightens the load behind it, and its queueing feedback
     (a closed loop's arrivals bunch): simulate a subsample with the fitted coefficients x each of SCALES and keep
     the scale of least median |TTFT error| + median |TPOT error| (each engine on its own rows)."""
@@ -302,8 +303,10 @@ def preset_block(engine: str, fit: dict, command: str) -> str:
             f"# TTFT median |err| {fit['before']['median_abs_pct']}% (no front-end time) -> {ins['median_abs_pct']}% "
             "in "
             f"sample, {out['median_abs_pct']}% held out\n# ({held}; held-out bias {out['bias_pct']}%; additive "
-            "predictions of the linear fit).\n" + _search_note(fit) + "# Fitted: "
-            f"{', '.join(fit['terms'])}; the other keys 0.\n# No term scales a kernel time: the per-step terms "
+            "predictions of the linear fit).\n" + _search_note(fit)
+            + "".join(f"# {line}\n" for line in textwrap.wrap(f"Fitted: {', '.join(fit['terms'])}; the other keys 0.",
+                                                               110))
+            + "# No term scales a kernel time: the per-step terms "
             "count the instance's iterations (frontend.py), the per-prefill\n# ones follow the prompt's own prefill "
             "price.\n" + "".join(f"{k}: {v[k]:.4g}\n" for k in KEYS))
 

@@ -32,7 +32,7 @@ from sim.validate.silicon.support import RowPlan
 
 BASE = ["scenario=smoke", "metrics.progress=false", "++scenario.drain_timeout_s=86400"]
 CLIENT_ROUNDS = 10      # the clients' request count: 10 x concurrency
-DEFAULT_CLIENT = "inferencex"
+DEFAULT_CLIENT = "inferred"
 COST_PROFILES = ("auto", "measured", "analytical")   # or the path of a profile file
 
 
@@ -48,7 +48,7 @@ def cost_option(args: dict) -> str | None:
 
 
 def client_option(args: dict) -> str:
-    """The command line's `client=` (default `inferencex`); an unknown value is an `InputError`."""
+    """The command line's `client=` (default `inferred`: `clients.client_of`); an unknown value is an `InputError`."""
     value = args.get("client", DEFAULT_CLIENT)
     if value not in CLIENT_CHOICES:
         raise InputError("command line", "client", f"must be one of {', '.join(CLIENT_CHOICES)}, got {value!r}",

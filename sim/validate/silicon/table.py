@@ -99,8 +99,9 @@ def client_concurrency(source: str, batch_size: int | None) -> int | None:
 
     They differ on the rows written with an `attention_dp_size` N > 1: there the curation divided the concurrency by
     it into `batch_size` (`silicon_concurrency` = `batch_size` x `attention_dp_size` on every such row, and the row id
-    names the source's, `..._c64_tp4_ep4_...`; `support._read_as_named` for what those rows ran), and on five TensorRT-LLM gap-analysis rows (`batch_size` 48,
-    source and id 192). The source's number is what the client sent, so it wins."""
+    names the source's, `..._c64_tp4_ep4_...`; `support._read_as_named` for what those rows ran), and on the
+    aggregated rows served through Dynamo, where `batch_size` is one worker's (`support._replicas`). The source's
+    number is what the client sent, so it wins."""
     found = SOURCE_CONCURRENCY.search(source)
     return int(found.group(1)) if found else batch_size
 
