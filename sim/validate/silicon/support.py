@@ -161,7 +161,7 @@ def _replicas(row: SiliconRow, dp: int, notes: list[str]) -> tuple[int, str | No
     if not SOURCE_CONCURRENCY.search(row.source) or not row.batch_size or not row.clients:
         return 1, "Dynamo worker count: no silicon_concurrency beside batch_size in the source"
     workers, rest = divmod(row.clients, row.batch_size * dp)
-    if rest or workers < 1:
+    if rest:
         return 1, (f"Dynamo worker count: silicon_concurrency {row.clients} is not a multiple of batch_size "
                    f"{row.batch_size} x attention DP {dp}")
     if workers > 1:

@@ -95,7 +95,7 @@ def score(records: list[dict], rows_total: int) -> dict:
     models = {k: {"rows": v["rows"], "ttft_median_abs_pct": round(v["ttft"]["median_abs_pct"], 1),
                   "ttft_bias_pct": round(v["ttft"]["bias_pct"], 1),
                   "tpot_median_abs_pct": round(v["tpot"]["median_abs_pct"], 1)}
-              for k, v in sorted(grouped(simulated, lambda r: f"{r['engine']} {r['model']}").items())}
+              for k, v in grouped(simulated, lambda r: f"{r['engine']} {r['model']}").items()}
     return {"rows": rows_total, "simulated": len(simulated),
             "simulated_pct": round(100.0 * len(simulated) / rows_total, 1) if rows_total else float("nan"),
             "ttft_median_abs_pct": round(overall["ttft"]["median_abs_pct"], 1),
