@@ -57,7 +57,10 @@ def test_bad_values_name_the_pool_and_key(raw, message):
 
 @pytest.mark.parametrize("model, raw, message", [
     ("llama3_8b", {"dp": 2, "ep": 2}, r"deployment.ep: llama3_8b has no routed experts"),
-    ("deepseek_v3", {"dp": 8, "ep": 4}, r"deployment.ep: must be 1 or tp x dp = 8"),
+    ("deepseek_v3", {"dp": 8, "ep": 3}, r"deployment.ep: must divide tp x dp = 8 .*\(fix: set ep to one of "
+                                        r"\{1, 2, 4, 8\}\)"),
+    ("deepseek_v3", {"dp": 8, "ep": 4}, r"deployment.ep: ep=4 with dp=8 splits each expert over 2 devices under "
+                                        r"attention DP: .* not modelled"),
     ("deepseek_v3", {"dp": 24, "ep": 24}, r"deployment.experts.redundant: 256 experts \+ 0 redundant do not split "
                                           r"evenly over ep=24"),
     ("deepseek_v3", {"experts": {"redundant": 8}}, r"redundant replicas need expert parallelism"),

@@ -90,6 +90,27 @@ def test_ep_over_the_tp_group_moves_no_tokens():
     assert dp.parts["communication"] == pytest.approx(2 * (7 / 8 * 16 * H * 2 / INTRA_BW + 1e-6), rel=1e-12)
 
 
+def test_a_moe_tp_ep_mix_splits_each_expert_over_its_group():
+    """TP 8 with the experts EP 4 x TP 2 (TensorRT-LLM's moe_ep_size 4, moe_tp_size 2): each EP group of 2 devices
+    holds 16 / 4 experts, each device half of every one; a decode step of 32 tokens sends each group 32 x 4 / 4 =
+    32 rows on the 256 columns of a half expert, summed by the TP all-reduce the layer already pays (no dispatch)."""
+    dep = {"ep": 4, "experts": {"statistical_imbalance": False}}
+    mix = model(EP_MOE, tp=8, deployment=dep)
+    cost = mix.step_cost(decode(32, 100))
+    rows, inter = 32.0, 256
+    active = min(rows, 4 * (1 - (1 - 4 / 16) ** 32))   # 4 expert slots per group, hit by 32 tokens x top-4 of 16
+    routed = (roof(2 * rows * 2 * inter * H, active * 2 * inter * H * 2 + rows * (H * 2 + 2 * inter * 2),
+                   EFF["moe_gemm"])
+              + roof(2 * rows * H * inter, active * H * inter * 2 + rows * (inter * 2 + H * 2), EFF["moe_gemm"]))
+    assert cost.parts["moe_gemm"] == pytest.approx(routed * EP_MOE.num_moe_layers, rel=1e-12)
+    tp = model(EP_MOE, tp=8).step_cost(decode(32, 100))
+    assert cost.parts["communication"] == pytest.approx(tp.parts["communication"], rel=1e-12)
+    # Memory: a device holds half of each of 4 experts, against a whole expert under EP 8 and 1/8 of 16 under TP.
+    per_device = {ep: model(EP_MOE, tp=8, deployment={"ep": ep}).lay.expert_share_per_device * 16 for ep in (1, 4, 8)}
+    assert per_device == {1: 2.0, 4: 2.0, 8: 2.0}
+    assert mix.lay.moe_tp == 2 and model(EP_MOE, tp=8, deployment={"ep": 8}).lay.moe_tp == 1
+
+
 def test_imbalance_sets_the_busiest_expert_rank():
     def routed(rows: float) -> float:
         active = min(rows, 1.0 - (1 - 4 / 16) ** 64)  # one expert slot per device, hit by 64 tokens x top-4 of 16

@@ -19,6 +19,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from inferplan.errors import InputError
 from sim.compose import compose_config
 from sim.config import instance_bounds, load_run_config
 from sim.plan.deploy import deployment_files
@@ -297,3 +298,15 @@ def test_deploy_from_the_command_line(tmp_path):
     plan = json.loads((tmp_path / "p" / "plan.json").read_text())
     assert f"configuration #{plan['chosen']['id']}" in (out / "main" / "launch.sh").read_text()
     assert "less than a day" in (out / "bom.yaml").read_text()
+
+
+def test_a_moe_tp_x_ep_mix_deploys_where_the_engine_has_the_flag():
+    """Experts EP 2 inside TP 4 (each expert split over 2 devices): TensorRT-LLM's --ep_size 2 (its moe_tp_size
+    follows as tp_size / ep_size); vLLM's --enable-expert-parallel spreads whole experts over every device, so
+    that pool is refused with the fix, never deployed as something else."""
+    mix = ["scenario=smoke", "++scenario.pools.main.model=mixtral_8x7b", "++scenario.pools.main.tp=4",
+           "++scenario.pools.main.deployment={ep:2}"]
+    lc = launch(pool_serving(_run(mix + ["engine=trtllm"]), "main"))
+    assert (_flag(lc, "--tp_size"), _flag(lc, "--ep_size")) == ("4", "2")
+    with pytest.raises(InputError, match=r"ep=2 of tp x dp = 4 .* has no vLLM flag"):
+        launch(pool_serving(_run(mix + ["engine=vllm_v1"]), "main"))

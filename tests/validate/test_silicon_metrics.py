@@ -84,7 +84,8 @@ def test_plan_of_an_expressible_row():
     ({"model_path": "nvidia/Qwen3-32B-NVFP4", "precision": "fp4", "gemm_quant_mode": "nvfp4"}, "fp4_units"),
     ({"model_path": "meta-llama/Llama-3.1-70B-Instruct", "system": "b200_sxm", "precision": "fp4",
       "gemm_quant_mode": "nvfp4"}, "fp4_format"),
-    ({"model_path": "MiniMaxAI/MiniMax-M2.5", "tp": 4, "moe_tp": 2, "moe_ep": 2}, "parallelism"),
+    ({"model_path": "MiniMaxAI/MiniMax-M2.5", "tp": 4, "moe_tp": 1, "moe_ep": 2}, "parallelism"),
+    ({"model_path": "MiniMaxAI/MiniMax-M2.5", "tp": 2, "attention_dp": 2, "moe_tp": 2, "moe_ep": 2}, "parallelism"),
 ])
 def test_unsupported_rows_name_their_reason(change, reason):
     p = plan_row(dataclasses.replace(ROW, **change))

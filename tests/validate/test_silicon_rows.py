@@ -66,16 +66,25 @@ def test_tp_size_written_as_moe_tp_times_moe_ep_is_the_tp_n_ep_n_the_id_names():
     p = plan_row(row)
     assert isinstance(p, RowPlan) and p.tp == 4 and p.deployment["ep"] == 4
     assert any("TP 4 with the experts EP 4, 4 GPUs" in a for a in p.assumptions)
-    # the same columns in an id that names no split: the literal TP 16 with the experts TP 4 x EP 4 (refused)
+    # the same columns in an id that names no split, TP 16 over a system of 8-GPU nodes (single-node runs): the
+    # same TP 4 EP 4 (config 615's rows are twins of the tp4_ep4 ones to the microsecond)
     unnamed = plan_row(dataclasses.replace(row, id="qwen3_5_b200_sglang_fp8_agg_8192x1024_c64_cfg615"))
-    assert not isinstance(unnamed, RowPlan) and unnamed.reason == "parallelism"
-    # an id that names no such deployment keeps the columns (a real TP x EP mix inside TP 4: refused)
+    assert isinstance(unnamed, RowPlan) and (unnamed.tp, unnamed.deployment["ep"]) == (4, 4)
+    assert any("TP 16 would span 2 nodes of h200_sxm" in a for a in unnamed.assumptions)
+    # within a node (TP 4 as EP 2 x TP 2, id naming no split): the literal mix
+    small = plan_row(dataclasses.replace(row, id="x_1", tp=4, moe_tp=2, moe_ep=2))
+    assert isinstance(small, RowPlan) and (small.tp, small.deployment["ep"]) == (4, 2)
+    # an id that names no such deployment keeps the columns: a MoE TP 2 x EP 2 mix inside TP 4
     mix = plan_row(dataclasses.replace(row, id="gpt_oss_h100_trtllm_agg_4000x1000_c320_tp4_epnone_4", tp=4,
                                        moe_tp=2, moe_ep=2))
-    assert not isinstance(mix, RowPlan) and mix.reason == "parallelism"
-    # an id naming another split than the columns' N: not read as it
+    assert isinstance(mix, RowPlan) and (mix.tp, mix.deployment["ep"]) == (4, 2)
+    # an id naming another split than the columns' N: not read as it (the literal columns again)
     other = plan_row(dataclasses.replace(row, id="x_c4_tp2_ep2_9"))
-    assert not isinstance(other, RowPlan) and other.reason == "parallelism"
+    assert isinstance(other, RowPlan) and (other.tp, other.deployment["ep"]) == (16, 4)
+    # columns whose moe_tp x moe_ep is not the devices, or a mix under attention DP: refused, named
+    for bad in ({"tp": 4, "moe_tp": 1, "moe_ep": 2}, {"tp": 2, "attention_dp": 2, "moe_tp": 2, "moe_ep": 2}):
+        refused = plan_row(dataclasses.replace(row, id="x_1", **bad))
+        assert not isinstance(refused, RowPlan) and refused.reason == "parallelism"
 
 
 def test_attention_dp_written_as_moe_tp_times_moe_ep_is_the_dp_n_ep_n_its_twin_records():
@@ -133,6 +142,8 @@ def test_a_disaggregated_row_is_a_prefill_pool_handing_each_request_to_a_decode_
 def test_a_disaggregated_phase_the_deployment_cannot_express_is_named():
     from sim.validate.silicon.table import read_table
     row = next(r for r in read_table() if r.id == DISAGG)
-    mixed = plan_row(dataclasses.replace(row, disagg_split=(row.disagg_split[0], (8, 1, 1, 2, 4))))
+    mixed = plan_row(dataclasses.replace(row, disagg_split=(row.disagg_split[0], (8, 1, 1, 1, 4))))
     assert not isinstance(mixed, RowPlan) and mixed.reason == "parallelism"
-    assert mixed.detail.startswith("decode: moe_tp 2 x moe_ep 4")
+    assert mixed.detail.startswith("decode: moe_tp 1 x moe_ep 4")
+    mix = plan_row(dataclasses.replace(row, disagg_split=(row.disagg_split[0], (8, 1, 1, 2, 4))))
+    assert isinstance(mix, RowPlan) and mix.decode is not None and mix.decode.deployment == {"ep": 4}

@@ -121,7 +121,7 @@ class LayerPricer:
                 # block's time (median ratio 0.88-0.99 at g = 2-8: `python -m calibrate.aic.moe_splits`), while
                 # the nearest measured combo's efficiency over our own work formula (the TP 1 block's) would
                 # scale the kernels' fixed floor down by g.
-                self.moe_tp_as_ep = (self.moe_grid and lay.ep == 1 and lay.tp > 1
+                self.moe_tp_as_ep = (self.moe_grid and lay.moe_tp > 1
                                      and not pricer.grid.moe_tp_measured(self.fmt["experts"], self.moe_distribution))
 
     def _mla_dims(self) -> dict[str, int]:
@@ -368,7 +368,7 @@ class LayerPricer:
             rows = mean_rows * skew
             slots = lay.expert_slots_per_layer / lay.ep
             active = min(rows, ex.active_experts(slots, e.num_experts, e.top_k, w.moe_tokens))
-            inter = float(e.expert_intermediate_size)
+            inter = e.expert_intermediate_size / lay.moe_tp
         else:
             rows = T * e.top_k
             active = ex.active_experts(e.num_experts, e.num_experts, e.top_k, T)
@@ -382,7 +382,9 @@ class LayerPricer:
             # skew themselves)
             skewed = self.moe_distribution == "balanced"
             tokens = rows * lay.ep / e.top_k if skewed else (w.moe_tokens if lay.ep > 1 else T)
-            tp, ep = (1, lay.ep) if lay.ep > 1 else ((1, lay.tp) if self.moe_tp_as_ep else (lay.tp, 1))
+            tp, ep = (1, lay.moe_tp) if self.moe_tp_as_ep else (lay.moe_tp, 1)
+            if lay.ep > 1:  # an EP group's moe_tp devices split its experts (moe_tp 1: whole experts)
+                tp, ep = (1, lay.moe_tp * lay.ep) if self.moe_tp_as_ep else (lay.moe_tp, lay.ep)
             routed = self._block_s(f, tokens, tp, ep)
             if skewed:
                 saved_s, loaded_s = self._random_routing_s(f, tokens, tp, ep, rows)
@@ -437,7 +439,7 @@ class LayerPricer:
         docs/cost-model.md, "Balanced tables, random routing"."""
         e, lay = self.m.moe, self.lay
         assert e is not None
-        full_bytes = self.expert_bytes * (lay.tp if lay.ep == 1 else 1)
+        full_bytes = self.expert_bytes * lay.moe_tp
         distinct = min(float(e.num_experts), tokens * e.top_k)
         measured_bytes = distinct / ep * full_bytes / tp
         if lay.ep > 1:
@@ -520,8 +522,9 @@ class LayerPricer:
                 act = T * 2 * shared
                 act_rows, act_cols = (T, shared) if shared else (0.0, 0.0)
             elif lay.ep > 1:
-                act = rows * 2 * e.expert_intermediate_size
-                act_rows, act_cols = rows, float(e.expert_intermediate_size)
+                inter_ep = e.expert_intermediate_size / lay.moe_tp
+                act = rows * 2 * inter_ep
+                act_rows, act_cols = rows, inter_ep
             parts["dense_gemm"] += dense
             parts["moe_gemm"] = routed
             comm += a2a

@@ -127,7 +127,8 @@ def device_host_weight_bytes(m: ModelSpec, dep: Deployment, lay: Layout, st: Sta
 
 
 def expert_bytes_per_device(m: ModelSpec, dep: Deployment, lay: Layout) -> float:
-    """Bytes of one routed expert's share that one device holds (a whole expert under EP, 1/tp of it otherwise)."""
+    """Bytes of one routed expert's share that one device holds (1/moe_tp of it under EP: a whole expert when every
+    device is its own EP rank; 1/tp of it otherwise)."""
     assert m.moe is not None
     expert = ffn_params(m, m.moe.expert_intermediate_size) * check_dtype(dep.weights["experts"])["weight_bytes"]
-    return expert * (1.0 if lay.ep > 1 else 1.0 / lay.tp)
+    return expert / lay.moe_tp

@@ -120,6 +120,12 @@ def vllm_launch(s: PoolServing, version: str) -> Launch:
             raise InputError("deploy", "engine", f"pool {s.name}: dp={s.dp}/ep={s.ep} has no vLLM 0.6.0 flag",
                              "run the pool with engine=vllm_v1 (vLLM 0.8.5: --data-parallel-size, "
                              "--enable-expert-parallel)")
+        if 1 < s.ep < s.tp * s.dp:
+            raise InputError("deploy", "engine", f"pool {s.name}: ep={s.ep} of tp x dp = {s.tp * s.dp} (experts split "
+                             f"over {s.tp * s.dp // s.ep} devices each) has no vLLM flag: --enable-expert-parallel "
+                             "spreads whole experts over every device",
+                             f"set the pool's deployment ep: {s.tp * s.dp} or 1, or deploy it with "
+                             "engine=trtllm (--ep_size)")
         argv += ["--data-parallel-size", str(s.dp)] + (["--enable-expert-parallel"] if s.ep > 1 else [])
     quant = _weights(s, notes)
     if quant:
@@ -199,7 +205,7 @@ def trtllm_launch(s: PoolServing, version: str) -> Launch:
             "--kv_cache_free_gpu_memory_fraction", f"{s.kv_free_memory_fraction:g}"]
     if s.pp > 1:
         argv += ["--pp_size", str(s.pp)]
-    if s.ep > 1:
+    if s.ep > 1:  # (a mix: TensorRT-LLM takes moe_tp_size = tp_size / ep_size)
         argv += ["--ep_size", str(s.ep)]
     if s.max_num_seqs is not None:
         argv += ["--max_batch_size", str(s.max_num_seqs)]

@@ -187,6 +187,12 @@ def _version_preset(row: SiliconRow, notes: list[str]) -> str | None:
 ID_TP_EP = re.compile(r"_tp(\d+)(?:_0)?_ep(\d+)(?:_0)?_\d+$")   # `..._c64_tp4_ep4_1003`: the deployment an id names
 
 
+def _node_devices(system: str) -> int:
+    """GPUs per node of the row's system (`conf/hardware` devices_per_node; a system without a spec: 8)."""
+    hardware = hardware_for(system)
+    return load_hardware(hardware).devices_per_node if hardware else 8
+
+
 def _read_as_named(row: SiliconRow, notes: list[str]) -> tuple[int, int, int | None, int]:
     """(tp, attention dp, moe_ep, moe_tp) of a MoE row, its two encodings read as the deployment its id names
     (`_parallelism`)."""
@@ -198,10 +204,14 @@ def _read_as_named(row: SiliconRow, notes: list[str]) -> tuple[int, int, int | N
         return tp, 1, tp, 1
     named = ID_TP_EP.search(row.id)
     n = moe_tp
-    if dp == 1 and named and named.group(1) == named.group(2) == str(n) and ep == n > 1 and tp == n * n:
+    says_n = bool(named and named.group(1) == named.group(2) == str(n))
+    if dp == 1 and ep == n > 1 and tp == n * n and (says_n or (not named and tp > _node_devices(row.system))):
+        why = ("the row's id names TP N EP N" if says_n else
+               f"TP {tp} would span {tp // _node_devices(row.system)} nodes of {row.system}, where the runs are "
+               "single-node")
         notes.append(f"tp_size {tp}, moe_tp_size {n}, moe_ep_size {n}: TP {n} with the experts EP {n}, {n} GPUs "
-                     "(tp_size is moe_tp x moe_ep in these rows; the same runs recorded elsewhere in the file read "
-                     f"tp_size {n}, moe_tp_size 1)")
+                     f"({why}; tp_size is moe_tp x moe_ep in these rows: the same runs recorded elsewhere in the file "
+                     f"read tp_size {n}, moe_tp_size 1, with the same TTFT and TPOT)")
         return n, dp, n, 1
     if tp == 1 and named and named.group(1) == named.group(2) == str(n) and ep == n > 1 and dp == n * n:
         notes.append(f"attention_dp_size {dp}, moe_tp_size {n}, moe_ep_size {n}: attention DP {n} with the experts "
@@ -214,7 +224,8 @@ def _read_as_named(row: SiliconRow, notes: list[str]) -> tuple[int, int, int | N
 
 def _split(tp: int, pp: int, dp: int, ep: int | None, moe_tp: int, moe: bool) -> tuple[int, dict, str | None]:
     """(tp, deployment keys, problem) of one worker: TP x attention DP devices (x PP), experts EP 1 or over every
-    device."""
+    device, whole (moe_tp 1) or each split over moe_tp devices of its EP group (a MoE TP x EP mix: moe_tp x moe_ep
+    = tp, attention not data-parallel)."""
     dep: dict = {}
     if dp > 1:
         dep["dp"] = dp
@@ -222,10 +233,13 @@ def _split(tp: int, pp: int, dp: int, ep: int | None, moe_tp: int, moe: bool) ->
         dep["pp"] = pp
     if moe and (ep or 0) > 1:
         devices = tp * dp
-        if ep != devices or moe_tp > 1:
+        if ep * moe_tp != devices:
             return tp, dep, (f"moe_tp {moe_tp} x moe_ep {ep} over tp {tp} x attention dp {dp}: expert "
                              "parallelism must be 1 or span every device")
-        dep["ep"] = devices
+        if moe_tp > 1 and dp > 1:
+            return tp, dep, (f"moe_tp {moe_tp} x moe_ep {ep} with attention dp {dp}: a MoE TP x EP mix under "
+                             "data-parallel attention is not modelled")
+        dep["ep"] = ep
     return tp, dep, None
 
 
@@ -263,8 +277,10 @@ def _parallelism(row: SiliconRow, moe: bool, notes: list[str]) -> tuple[int, dic
     2026-04-06 ones, measured a day apart with the same image). A second: `tp_size` N x N with `moe_tp_size` and
     `moe_ep_size` N, in rows whose id names `tpN_epN` (the 2026-04-06 gpt-oss and Qwen3.5 rows; its Qwen3.5 rows
     repeat the 2026-03-25 measurements, recorded there as `tp_size` N, `moe_tp_size` 1, `moe_ep_size` N), is TP N
-    with the experts EP N on N GPUs (without such an id the columns are a valid TP N x N with the experts TP N x EP
-    N, and are read so: the InferenceX Qwen3.5 B200 rows of config 615 are twins of TP 4 EP 4 rows but refused).
+    with the experts EP N on N GPUs; so is the same encoding in an id that names no split where N x N GPUs would
+    span nodes (the InferenceX Qwen3.5-397B-A17B B200 rows of config 615, `tp_size` 16: single-node runs, and twins
+    of the `tp4_ep4` rows to the microsecond). Otherwise the columns are a valid TP N x N with the experts TP N x EP
+    N (a MoE TP x EP mix), and are read so.
     A third: `tp_size` 1, `attention_dp_size` N x N, `moe_tp_size` and `moe_ep_size` N, id `tpN_epN` (2026-04-06
     gpt-oss-120b TensorRT-LLM on B200), is attention DP N with the experts EP N on N GPUs:
     the 2026-03-25 file records the same runs (identical TTFT and TPOT) as `attention_dp_size` N, `moe_ep_size` N,
