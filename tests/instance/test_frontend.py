@@ -17,7 +17,7 @@ from sim.core.instance.frontend import FrontEnd
 from sim.core.instance.instance import Instance
 from sim.core.instance.kv_cache import BlockManager
 from sim.core.instance.request_state import SimRequest
-from sim.validate.silicon.fit import fit_l1
+from sim.validate.silicon.fit import DECODE_OFF_PCT, fit_l1, fittable
 
 STEP_S = 0.010
 
@@ -152,6 +152,18 @@ def test_fit_recovers_the_coefficients_of_an_additive_gap_and_keeps_them_nonnega
     # A gap that shrinks with streams: the per-stream coefficient would be negative, so it is dropped (0).
     c = fit_l1(x, sim, sim + 0.2 - 1e-3 * x[:, 2])
     assert c[2] == 0.0 and (c >= 0).all()
+
+
+def test_the_fit_leaves_out_rows_whose_decode_is_off_by_more_than_half():
+    """The front-end terms explain TTFT beyond kernels that run as the row records; a simulated TPOT off by more
+    than DECODE_OFF_PCT says the run was not what its columns record: not fitted (still scored elsewhere)."""
+    def rec(tpot_error_pct, **kw):
+        return {"status": "simulated", "sim_ttft_p50_s": 0.1, "measured_ttft_s": 0.3,
+                "tpot_error_pct": tpot_error_pct, **kw}
+    kept = [rec(0.0), rec(-DECODE_OFF_PCT), rec(DECODE_OFF_PCT), rec(float("nan")), rec(None)]
+    dropped = [rec(-DECODE_OFF_PCT - 0.1), rec(72.4), rec(0.0, measured_ttft_s=0.0),
+               rec(0.0, sim_ttft_p50_s=float("nan")), rec(0.0, status="failed")]
+    assert fittable(kept + dropped) == kept
 
 
 def test_the_fit_finds_the_l1_optimum_within_the_bounds():
