@@ -96,10 +96,16 @@ class OpShape:
 
 @dataclass(frozen=True)
 class Parallel:
-    """Tensor- and expert-parallel degrees of one instance; shapes are those of one device."""
+    """Tensor- and expert-parallel degrees of one instance; shapes are those of one device. With ep > 1 each of the
+    ep expert groups splits its experts over `moe_tp` = tp / ep devices (1 where ep >= tp: whole experts, as under
+    attention DP), the simulator's layout (sim/core/cost/layout.py)."""
 
     tp: int = 1
     ep: int = 1
+
+    @property
+    def moe_tp(self) -> int:
+        return self.tp if self.ep == 1 else max(1, self.tp // self.ep)
 
 
 def parse_shape(shape: str) -> dict[str, int]:
@@ -201,8 +207,7 @@ def _moe(c: _Collector, m: ModelSpec, par: Parallel, tokens: int, dtypes: tuple[
     e = m.moe
     assert e is not None
     experts = _shard(m.source, e.num_experts, par.ep, "ffn.moe.num_experts")
-    inter = e.expert_intermediate_size if par.ep > 1 else _shard(m.source, e.expert_intermediate_size, par.tp,
-                                                                  "ffn.moe.expert_intermediate_size")
+    inter = _shard(m.source, e.expert_intermediate_size, par.moe_tp, "ffn.moe.expert_intermediate_size")
     routed = max(1, round(tokens * e.top_k / par.ep))  # rows this rank's experts receive
     active = min(experts, routed, active_experts(tokens, e.num_experts, e.top_k))
     gate = 2 if m.ffn_kind == "gated" else 1

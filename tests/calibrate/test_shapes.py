@@ -89,3 +89,16 @@ def test_grid_limits_drop_points_too_big_for_a_cpu():
                for s in shapes if s.dtype == "bf16")
     with pytest.raises(InputError, match="unknown grid 'huge'"):
         grid_for("huge", cpu)
+
+
+def test_expert_shapes_follow_the_simulators_moe_tp_x_ep_split():
+    """EP 2 inside TP 4: each device holds half of each of its group's experts (the simulator's moe_tp = tp / ep);
+    EP = TP: whole experts; no EP: every expert split over TP (the down projection's k: the expert's columns)."""
+    model = load_model("gpt_oss_120b")
+    inter = model.moe.expert_intermediate_size
+    def down_k(par):
+        shapes, _ = model_shapes(model, load_hardware("h200"), GRIDS["tiny"], parallel=par)
+        return {dict(s.dims)["k"] for s in shapes if s.op == "moe_gemm" and "expert_down" in s.layers}
+    assert down_k(Parallel(tp=4, ep=2)) == {inter // 2}
+    assert down_k(Parallel(tp=4, ep=4)) == {inter}
+    assert down_k(Parallel(tp=4)) == {inter // 4}
