@@ -234,8 +234,8 @@ def _split(tp: int, pp: int, dp: int, ep: int | None, moe_tp: int, moe: bool) ->
     if moe and (ep or 0) > 1:
         devices = tp * dp
         if ep * moe_tp != devices:
-            return tp, dep, (f"moe_tp {moe_tp} x moe_ep {ep} over tp {tp} x attention dp {dp}: expert "
-                             "parallelism must be 1 or span every device")
+            return tp, dep, (f"moe_tp {moe_tp} x moe_ep {ep} over tp {tp} x attention dp {dp}: the experts' "
+                             "split must cover the worker's devices (moe_tp x moe_ep = tp x dp)")
         if moe_tp > 1 and dp > 1:
             return tp, dep, (f"moe_tp {moe_tp} x moe_ep {ep} with attention dp {dp}: a MoE TP x EP mix under "
                              "data-parallel attention is not modelled")
