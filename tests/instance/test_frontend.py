@@ -17,7 +17,7 @@ from sim.core.instance.frontend import FrontEnd
 from sim.core.instance.instance import Instance
 from sim.core.instance.kv_cache import BlockManager
 from sim.core.instance.request_state import SimRequest
-from sim.validate.silicon.fit import DECODE_OFF_PCT, fit_l1, fittable
+from sim.validate.silicon.fit import DECODE_OFF_PCT, decode_off, fit_l1, fittable
 
 STEP_S = 0.010
 
@@ -164,6 +164,9 @@ def test_the_fit_leaves_out_rows_whose_decode_is_off_by_more_than_half():
     dropped = [rec(-DECODE_OFF_PCT - 0.1), rec(72.4), rec(0.0, measured_ttft_s=0.0),
                rec(0.0, sim_ttft_p50_s=float("nan")), rec(0.0, status="failed")]
     assert fittable(kept + dropped) == kept
+    # Counted per engine for the fits' provenance: only the rows left out for their decode.
+    engines = [dict(r, engine=e) for r, e in zip(kept + dropped, ["vllm"] * 5 + ["trtllm", "sglang"] + ["vllm"] * 3)]
+    assert decode_off(engines) == {"trtllm": 1, "sglang": 1}
 
 
 def test_the_fit_finds_the_l1_optimum_within_the_bounds():

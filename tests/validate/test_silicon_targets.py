@@ -41,6 +41,8 @@ def test_each_engine_is_fitted_on_the_base_its_delay_path_needs_and_scored_witho
                   *(["refine=true"] if at_entry else [])])
         hand = json.loads(by_hand.read_text())["engines"][engine]
         assert doc["engines"][engine]["held_out_each"] == hand["held_out_each"]
+        assert doc["engines"][engine]["decode_off"] == hand["decode_off"] == fit.decode_off(
+            read_records(scored / step / "rows.csv")).get(engine, 0)
         assert sorted(hand["held_out_each"]) == sorted(hand["models"]) and len(hand["models"]) == 2
     assert frontend_path("sglang") == "entry" and frontend_path("vllm") == "first_token"
 
@@ -66,6 +68,8 @@ def test_the_targets_are_the_held_out_matrix_figures(scored):
     ins = {r["id"]: r["sim_ttft_p50_s"] for r in read_records(scored / "in_sample" / "rows.csv")}
     held = {r["id"]: r["sim_ttft_p50_s"] for r in read_records(scored / "held_out" / "rows.csv")}
     assert sum(ins[i] != held[i] for i in IDS) >= len(IDS) - 1
+    fits = json.loads((scored / "fit.json").read_text())
+    assert doc["decode_off"] == {e: f["decode_off"] for e, f in fits["engines"].items()}
     for verdict, (figure, bound, sense) in zip(doc["targets"], TARGETS):
         value = doc["held_out"][figure]
         assert verdict["figure"] == figure and verdict["value"] == value

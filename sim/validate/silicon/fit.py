@@ -98,6 +98,15 @@ def features(rec: dict) -> np.ndarray:
 DECODE_OFF_PCT = 50.0
 
 
+def decode_off(records: list[dict]) -> dict[str, int]:
+    """Per engine, the simulated rows `fittable` leaves out for a decode off by more than `DECODE_OFF_PCT`."""
+    out: dict[str, int] = {}
+    for r in records:
+        if r["status"] == "simulated" and abs(float(r.get("tpot_error_pct") or 0.0)) > DECODE_OFF_PCT:
+            out[r["engine"]] = out.get(r["engine"], 0) + 1
+    return out
+
+
 def fittable(records: list[dict]) -> list[dict]:
     """The simulated records a fit can use: a finite simulated TTFT median, a measured TTFT > 0 and a simulated
     TPOT median within `DECODE_OFF_PCT` of the measured one."""
@@ -309,7 +318,9 @@ def preset_block(engine: str, fit: dict, command: str) -> str:
     held = "leave-one-model-out" if fit["held_out_by"] == "model" else "leave-one-ISL-out: one model in the data"
     return (f"{MARK}: no published per-request measurement for this\n"
             f"# engine, so FITTED, one fit for the engine (never per model): {command}\n"
-            f"# Rows: {fit['rows']} simulated H100/H200 {engine} rows, models {', '.join(fit['models'])}.\n"
+            f"# Rows: {fit['rows']} simulated H100/H200 {engine} rows, models {', '.join(fit['models'])}"
+            + (f"\n# ({fit['decode_off']} more left out: simulated TPOT off by more than {DECODE_OFF_PCT:g}%).\n"
+               if fit.get("decode_off") else ".\n") +
             f"# TTFT median |err| {fit['before']['median_abs_pct']}% (no front-end time) -> {ins['median_abs_pct']}% "
             "in "
             f"sample, {out['median_abs_pct']}% held out\n# ({held}; held-out bias {out['bias_pct']}%; additive "
@@ -375,11 +386,13 @@ def main(argv: list[str] | None = None) -> None:
         recs = [r for r in simulated_base(systems, per_model, int(args.get("jobs", 2)), cost, client)
                 if r["status"] == "simulated"]
         source = f"{per_model} rows per (engine, model), simulated with the front-end time at zero"
+    off = decode_off(recs)
     recs = [r for r in fittable(recs) if r["engine"] in wanted]
     doc = {"source": source, "systems": list(systems), "engines": {}}
     for engine in sorted({r["engine"] for r in recs}):
         doc["engines"][engine] = fit_engine([r for r in recs if r["engine"] == engine],
                                             fitted if fitted is not None else FITTED[engine])
+        doc["engines"][engine]["decode_off"] = off.get(engine, 0)
     if "search" in args:
         scale_search(doc, systems, int(args["search"]), int(args.get("jobs", 2)), cost, client)
     text = json.dumps(doc, indent=1)

@@ -35,7 +35,8 @@ from inferplan.config.yaml_files import read_yaml_mapping
 from inferplan.errors import InputError, exit_on_input_error
 from inferplan.interrupts import Interrupted, signals_raise
 from sim.validate.silicon.cli import flag, key_values, positive
-from sim.validate.silicon.fit import FITTED, PRESETS, SYSTEMS, ZERO, fit_engine, fittable, without_frontend
+from sim.validate.silicon.fit import (DECODE_OFF_PCT, FITTED, PRESETS, SYSTEMS, ZERO, decode_off, fit_engine,
+                                      fittable, without_frontend)
 from sim.validate.silicon.held_out import HeldOut
 from sim.validate.silicon.report import write_outputs
 from sim.validate.silicon.runner import run_matrix
@@ -74,11 +75,13 @@ def fit_document(in_sample: list[dict], no_frontend: list[dict]) -> dict:
     doc: dict = {"source": "python -m sim.validate.silicon.targets", "systems": list(SYSTEMS), "engines": {},
                  "bases": {}}
     refined, base = without_frontend(fittable(in_sample)), fittable(no_frontend)
+    off = {"entry": decode_off(in_sample), "first_token": decode_off(no_frontend)}
     for engine in sorted({r["engine"] for r in base}):
         at_entry = frontend_path(engine) == "entry"
         recs = [r for r in (refined if at_entry else base) if r["engine"] == engine]
         if recs:
             doc["engines"][engine] = fit_engine(recs, FITTED[engine])
+            doc["engines"][engine]["decode_off"] = off["entry" if at_entry else "first_token"].get(engine, 0)
             doc["bases"][engine] = "in_sample, refined" if at_entry else "no_frontend"
     return doc
 
@@ -124,6 +127,9 @@ def text(doc: dict) -> str:
         lines.append(f"  {name:28s} {v['value']!s:>6} {v['target']:>8}  {'met' if v['met'] else 'NOT met':8s}"
                      f"| {ins[name]}")
     lines.append("  fits: " + ", ".join(f"{e} from {b}" for e, b in doc["bases"].items()))
+    if off := {e: n for e, n in doc.get("decode_off", {}).items() if n}:
+        lines.append(f"  left out of the fits (simulated TPOT off by more than {DECODE_OFF_PCT:g}%): "
+                     + ", ".join(f"{e} {n} rows" for e, n in off.items()))
     lines.append("  by engine and model, TTFT median |error| (bias) held out | in sample; rows:")
     nan = {"ttft_median_abs_pct": float("nan"), "ttft_bias_pct": float("nan")}
     for key, h in ho["by_model"].items():
@@ -173,6 +179,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(stop.exit_code) from None
     scores = {"in_sample": score(in_sample, len(rows)), "held_out": score(held_out, len(rows))}
     doc = {**scores, "targets": verdicts(scores["held_out"]), "bases": fits["bases"],
+           "decode_off": {e: f["decode_off"] for e, f in fits["engines"].items()},
            "steps": {s: str(out / s) for s in ("in_sample", "no_frontend", "held_out")}, "fit": str(out / "fit.json")}
     (out / "targets.json").write_text(json.dumps(doc, indent=1) + "\n")
     print(text(doc))
