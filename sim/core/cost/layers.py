@@ -382,9 +382,8 @@ class LayerPricer:
             # skew themselves)
             skewed = self.moe_distribution == "balanced"
             tokens = rows * lay.ep / e.top_k if skewed else (w.moe_tokens if lay.ep > 1 else T)
-            tp, ep = (1, lay.moe_tp) if self.moe_tp_as_ep else (lay.moe_tp, 1)
-            if lay.ep > 1:  # an EP group's moe_tp devices split its experts (moe_tp 1: whole experts)
-                tp, ep = (1, lay.moe_tp * lay.ep) if self.moe_tp_as_ep else (lay.moe_tp, lay.ep)
+            # each of the ep groups splits its experts over moe_tp devices (ep 1: moe_tp = tp; moe_tp 1: whole)
+            tp, ep = (1, lay.moe_tp * lay.ep) if self.moe_tp_as_ep else (lay.moe_tp, lay.ep)
             routed = self._block_s(f, tokens, tp, ep)
             if skewed:
                 saved_s, loaded_s = self._random_routing_s(f, tokens, tp, ep, rows)

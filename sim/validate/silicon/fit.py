@@ -98,11 +98,17 @@ def features(rec: dict) -> np.ndarray:
 DECODE_OFF_PCT = 50.0
 
 
+def _decode_is_off(rec: dict) -> bool:
+    """Whether a record's simulated TPOT median misses the measured one by more than `DECODE_OFF_PCT` (no TPOT
+    error recorded: not off)."""
+    return abs(float(rec.get("tpot_error_pct") or 0.0)) > DECODE_OFF_PCT
+
+
 def decode_off(records: list[dict]) -> dict[str, int]:
     """Per engine, the simulated rows `fittable` leaves out for a decode off by more than `DECODE_OFF_PCT`."""
     out: dict[str, int] = {}
     for r in records:
-        if r["status"] == "simulated" and abs(float(r.get("tpot_error_pct") or 0.0)) > DECODE_OFF_PCT:
+        if r["status"] == "simulated" and _decode_is_off(r):
             out[r["engine"]] = out.get(r["engine"], 0) + 1
     return out
 
@@ -111,7 +117,7 @@ def fittable(records: list[dict]) -> list[dict]:
     """The simulated records a fit can use: a finite simulated TTFT median, a measured TTFT > 0 and a simulated
     TPOT median within `DECODE_OFF_PCT` of the measured one."""
     return [r for r in records if r["status"] == "simulated" and np.isfinite(r["sim_ttft_p50_s"])
-            and r["measured_ttft_s"] > 0 and not abs(float(r.get("tpot_error_pct") or 0.0)) > DECODE_OFF_PCT]
+            and r["measured_ttft_s"] > 0 and not _decode_is_off(r)]
 
 
 def _fit(x: np.ndarray, sim: np.ndarray, meas: np.ndarray, fitted: tuple[int, ...]) -> np.ndarray:
