@@ -18,10 +18,11 @@ import pandas as pd
 
 from calibrate.aic.db import AicDb, TableSource, version_key
 from calibrate.aic.grid import FAMILIES
-from calibrate.aic.names import (NOT_DEFAULT_KERNELS, ATTN_DTYPES, COMM_DTYPES, DEEPEP_FAMILIES, DEEPEP_FRAMEWORK, DEEPEP_GPUS_PER_NODE,
-                                 DEEPEP_NORMAL_SMS, DEEPEP_PHASES, DEVICE_TOKEN, ENGINE_FAMILIES, ENGINES, FAMILY_OP,
-                                 BMM_DTYPES, GDN_FAMILIES, GDN_KERNELS, GEMM_DTYPES, MLA_BMM_OPS, MLA_FAMILIES,
-                                 MOE_DTYPES, NCCL_OPS, allreduce_mode)
+from calibrate.aic.names import (ATTN_DTYPES, BMM_DTYPES, COMM_DTYPES, DEEPEP_FAMILIES, DEEPEP_FRAMEWORK,
+                                 DEEPEP_GPUS_PER_NODE, DEEPEP_NORMAL_SMS, DEEPEP_PHASES, DEVICE_TOKEN, DSA_CHECKPOINTS,
+                                 DSA_DENSE_PREFILL_MARK, DSA_FAMILIES, DSA_MODELS, ENGINE_FAMILIES, ENGINES,
+                                 FAMILY_OP, GDN_FAMILIES, GDN_KERNELS, GEMM_DTYPES, MLA_BMM_OPS, MLA_FAMILIES,
+                                 MOE_DTYPES, NCCL_OPS, NOT_DEFAULT_KERNELS, allreduce_mode)
 from calibrate.profile import GRID_NUMERIC_COLUMNS, GRID_STRING_COLUMNS
 from inferplan.errors import InputError
 
@@ -131,6 +132,28 @@ def _normalise(family: str, df: pd.DataFrame, skipped: Counter, system: str = ""
         out["head_dim"] = df["head_k_dim"]
         if family == "gdn_prefill":
             out["seq"] = df["seq_len"]
+    elif family in DSA_FAMILIES:  # heads per device; the models names.DSA_MODELS holds the facts of
+        kv, proj = df["kv_cache_dtype"].map(ATTN_DTYPES), df["gemm_type"].map(GEMM_DTYPES)
+        bad = kv.isna() | proj.isna()
+        _skip(skipped, "format", bad, df["gemm_type"] + "/" + df["kv_cache_dtype"])
+        variant = df["model"].map(lambda m: DSA_CHECKPOINTS.get(m, m if m in DSA_MODELS else None))
+        unknown = variant.isna() & ~bad
+        _skip(skipped, "model without its config facts in names.DSA_MODELS", unknown, df["model"])
+        keep &= ~bad & ~unknown
+        if family == "dsa_prefill":  # where the engine runs a prompt dense, the rows of its other paths are not
+            # what it runs (names.DSA_DENSE_PREFILL_MARK)
+            shape = df["model"] + "/" + df[["gemm_type", "kv_cache_dtype", "batch_size", "isl", "num_heads"]].astype(
+                str).agg("/".join, axis=1)
+            dense = df["kernel_source"].astype(str).str.contains(DSA_DENSE_PREFILL_MARK, regex=False)
+            other = shape.isin(set(shape[dense & keep])) & ~dense & keep
+            _skip(skipped, "sparse path at a prompt length the engine runs dense", other)
+            keep &= ~other
+        out["dtype"], out["compute"], out["variant"] = kv, proj, variant
+        out["batch"], out["heads"] = df["batch_size"], df["num_heads"]
+        if family == "dsa_prefill":
+            out["seq"] = df["isl"]
+        else:  # one new token per sequence after `step` cached ones (the rows' isl is 1)
+            out["ctx"] = df["step"]
     elif family == "moe":
         fmt = df["moe_dtype"].map(MOE_DTYPES)
         _skip(skipped, "format", fmt.isna(), df["moe_dtype"])
@@ -308,9 +331,10 @@ def convert(db: AicDb, hardware: str, engine: str | None = None) -> tuple[dict[s
     else:
         choice = "asked (--engine)"
     frames, provenance = [], {}
-    for family in (*ENGINE_FAMILIES, *MLA_FAMILIES, "mla_bmm", "nccl", *DEEPEP_FAMILIES, *GDN_FAMILIES):
+    for family in (*ENGINE_FAMILIES, *MLA_FAMILIES, "mla_bmm", "nccl", *DEEPEP_FAMILIES, *GDN_FAMILIES,
+                   *DSA_FAMILIES):
         engine_family = (family in ENGINE_FAMILIES or family in MLA_FAMILIES or family == "mla_bmm"
-                         or family in GDN_FAMILIES)
+                         or family in GDN_FAMILIES or family in DSA_FAMILIES)
         if family in DEEPEP_FAMILIES:
             src = db.source_every_version(system, family, DEEPEP_FRAMEWORK)
         else:

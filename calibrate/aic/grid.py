@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from calibrate import ops
-from calibrate.aic.names import MLA_DIMS
+from calibrate.aic.names import DSA_MODELS, MLA_DIMS
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,10 @@ FAMILIES: dict[str, FamilySpec] = {
     "gdn_prefill": FamilySpec(("op", "dtype"), ("heads", "kv_heads", "head_dim"), ("batch", "seq"),
                               (("dtype", "bf16"),)),
     "gdn_decode": FamilySpec(("op", "dtype"), ("heads", "kv_heads", "head_dim"), ("batch",), (("dtype", "bf16"),)),
+    # the DSA attention module of one model (`variant`: names.DSA_MODELS), KV-cache format `dtype`, projections in
+    # `compute`; heads per device a dense axis as MLA's
+    "dsa_prefill": FamilySpec(("dtype", "compute", "variant"), (), ("batch", "seq", "heads")),
+    "dsa_decode": FamilySpec(("dtype", "compute", "variant"), (), ("batch", "ctx", "heads")),
 }
 # The convolution's kernel taps in the GDN tables (every model measured: Qwen3.5's 4).
 GDN_CONV_TOKENS = 4
@@ -163,6 +167,8 @@ def reference_s(family: str, cat: dict[str, str], f: dict[str, Any], peaks: Peak
         else:
             flops, nbytes = ops.gdn_recurrent_work(seqs, h, kv, d, d)
         return np.maximum(flops / peaks.flops("bf16"), nbytes / bw)
+    if family in ("dsa_prefill", "dsa_decode"):
+        return dsa_module_work_s(family == "dsa_prefill", cat, f, peaks)
     if family in ("deepep_normal", "deepep_ll"):
         width = ops.check_dtype(cat["dtype"])["act_bytes"]
         return f["tokens"] * f["topk"] * f["hidden"] * width / peaks.link_bytes_per_s
@@ -176,6 +182,41 @@ def reference_s(family: str, cat: dict[str, str], f: dict[str, Any], peaks: Peak
     p = f["gpus"]  # (>= 2: one GPU moves nothing, `GridModel.latency_s` prices it 0)
     share = 2.0 * (p - 1.0) / p if family == "custom_allreduce" or cat.get("op") == "allreduce" else (p - 1.0) / p
     return share * f["bytes"] / peaks.link_bytes_per_s
+
+
+def dsa_module_work_s(prefill: bool, cat: dict[str, str], f: dict[str, Any], peaks: Peaks) -> Any:
+    """The DSA module's reference time: its roofline over the model's facts (`names.DSA_MODELS[variant]`), per
+    device with `heads` query heads. Per token: the projections (q down and up, kv down, o_proj, the indexer's
+    query, key and weight projections) and, in prefill, the latent cache's up-projection to K and V, in decode the
+    absorbed per-head products; the indexer scores every causal (prefill) or cached (decode) key, the sparse kernel
+    attends at most `index_topk` of them per query."""
+    d = DSA_MODELS[cat["variant"]]
+    fmt, kv_bytes = ops.check_dtype(cat["compute"]), ops.check_dtype(cat["dtype"])["act_bytes"]
+    h, b = f["heads"], f["batch"]
+    H, ql, rank, rope = d["hidden_size"], d["q_lora_rank"], d["kv_lora_rank"], d["qk_rope_head_dim"]
+    nope, v, ih, idim, top = d["qk_nope_head_dim"], d["v_head_dim"], d["index_n_heads"], d["index_head_dim"], \
+        d["index_topk"]
+    params = H * ql + ql * h * (nope + rope) + H * (rank + rope) + h * v * H + ql * ih * idim + H * idim + H * ih
+    if prefill:
+        s = f["seq"]
+        tokens = b * s
+        scored = b * s * (s + 1.0) / 2.0
+        kept = np.minimum(s, top)
+        attended = b * (kept * (kept + 1.0) / 2.0 + np.maximum(s - top, 0.0) * top)
+        params = params + rank * h * (nope + v)
+        per_pair = 2.0 * h * (nope + rope) + 2.0 * h * v
+        cache_bytes = tokens * (rank + rope + idim) * kv_bytes
+    else:
+        ctx = f["ctx"]
+        tokens = b
+        scored = b * ctx
+        attended = b * np.minimum(ctx, top)
+        params = params + h * (nope * rank + rank * v)
+        per_pair = 2.0 * h * (rank + rope) + 2.0 * h * rank
+        cache_bytes = attended * (rank + rope) * kv_bytes + scored * idim * kv_bytes
+    flops = 2.0 * tokens * params + 2.0 * ih * idim * scored + per_pair * attended
+    nbytes = params * fmt["weight_bytes"] + cache_bytes
+    return np.maximum(flops / peaks.flops(cat["compute"]), nbytes / peaks.mem_bytes_per_s)
 
 
 def _impute(values: np.ndarray, axes: list[np.ndarray]) -> np.ndarray:

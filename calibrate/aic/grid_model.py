@@ -15,6 +15,8 @@
 | `mla_bmm_pre`, `mla_bmm_post` | tokens (decoding query tokens), heads (per device), dtype | mla_bmm: MLA decode's absorbed per-head products, batched over heads |
 | `gdn_conv_prefill`, `gdn_chunk_prefill` | batch (sequences), seq (new tokens per sequence), heads (value heads per device), kv_heads (key heads), head_dim | gdn_prefill: Gated DeltaNet's causal convolution and chunked delta rule, the kernels alone |
 | `gdn_conv_decode`, `gdn_recurrent_decode` | batch (sequences, one token each), heads, kv_heads, head_dim | gdn_decode: the convolution and the delta rule through the per-sequence state |
+| `dsa_module_prefill` | batch, seq (new tokens per prompt, no cached prefix), heads (per device), variant (the model: `names.DSA_MODELS`); dtype = KV-cache format, compute = the projections' format (bf16, fp8_block) | dsa_prefill: the whole sparse-attention module (projections, indexer, top-k, sparse MLA kernel, o_proj) |
+| `dsa_module_decode` | batch (sequences), ctx (cached tokens per sequence), heads, variant, dtype, compute | dsa_decode: the same module for one token per sequence |
 | `deepep_dispatch`, `deepep_combine` | tokens (per EP rank before dispatch), hidden, topk, experts (the layer's), gpus (EP ranks, 8 per node), kernel (normal, low_latency), dtype (dispatch fp8_block, combine bf16: what the tables moved) | deepep_normal or deepep_ll |
 
 `prefill_shape`, `decode_shape` turn the simulator's batch sums into those shapes. Grids are built on first use and
@@ -50,9 +52,12 @@ _SIGNATURES: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "gdn_chunk_prefill": (("batch", "seq", "heads", "kv_heads", "head_dim"), {"dtype": "bf16"}),
     "gdn_conv_decode": (("batch", "heads", "kv_heads", "head_dim"), {"dtype": "bf16"}),
     "gdn_recurrent_decode": (("batch", "heads", "kv_heads", "head_dim"), {"dtype": "bf16"}),
+    "dsa_module_prefill": (("batch", "seq", "heads", "variant"), {"dtype": "bf16", "compute": "bf16"}),
+    "dsa_module_decode": (("batch", "ctx", "heads", "variant"), {"dtype": "bf16", "compute": "bf16"}),
 }
 GDN_OP_FAMILY = {"gdn_conv_prefill": "gdn_prefill", "gdn_chunk_prefill": "gdn_prefill",
                  "gdn_conv_decode": "gdn_decode", "gdn_recurrent_decode": "gdn_decode"}
+DSA_OP_FAMILY = {"dsa_module_prefill": "dsa_prefill", "dsa_module_decode": "dsa_decode"}
 DEEPEP_FAMILY = {"normal": "deepep_normal", "low_latency": "deepep_ll"}
 # NCCL was measured in fp16 ("half") and int8; a bf16 collective moves the same bytes (assumption: same speed).
 _NCCL_DTYPE = {"bf16": "fp16"}
@@ -174,6 +179,8 @@ class GridModel:
             return "mla_bmm", (op, s["dtype"])
         if op in GDN_OP_FAMILY:
             return GDN_OP_FAMILY[op], (op, s["dtype"])
+        if op in DSA_OP_FAMILY:
+            return DSA_OP_FAMILY[op], (s["dtype"], s["compute"], s["variant"])
         if op in ("attn_mla_prefill", "attn_mla_decode"):
             return op.replace("attn_", ""), (s["dtype"], s["compute"])
         if op in ("deepep_dispatch", "deepep_combine"):

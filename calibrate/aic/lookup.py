@@ -41,7 +41,7 @@ FREE: dict[str, tuple[str, ...]] = {
     "attn_mla_prefill": ("batch", "seq"), "attn_mla_decode": ("batch", "ctx"), "deepep_dispatch": ("tokens",),
     "deepep_combine": ("tokens",), "mla_bmm_pre": ("tokens",), "mla_bmm_post": ("tokens",),
     "gdn_conv_prefill": ("batch", "seq"), "gdn_chunk_prefill": ("batch", "seq"), "gdn_conv_decode": ("batch",),
-    "gdn_recurrent_decode": ("batch",),
+    "gdn_recurrent_decode": ("batch",), "dsa_module_prefill": ("batch", "seq"), "dsa_module_decode": ("batch", "ctx"),
 }
 
 

@@ -55,6 +55,8 @@ TABLES: dict[str, tuple[str, str]] = {
     "deepep_ll": ("comm", "wideep_deepep_ll_perf"),
     "gdn_prefill": ("linear_attention", "gdn_perf"),
     "gdn_decode": ("linear_attention", "gdn_perf"),
+    "dsa_prefill": ("sparse_attention", "dsa_context_module_perf"),
+    "dsa_decode": ("sparse_attention", "dsa_generation_module_perf"),
 }
 # Families measured inside an engine (the rest: NCCL, engine-independent). These decide the default engine (the
 # one whose tables hold the most rows); the MLA attention cores are read from the same engine's folder.
@@ -101,14 +103,49 @@ GDN_KERNELS: dict[str, str] = {
     "fused_recurrent_gated_delta_rule_packed_decode": "gdn_recurrent_decode",
 }
 
+# DeepSeek-V3.2-style sparse attention (MLA whose queries attend the top-k keys a light indexer picks), the whole
+# attention module as the engine runs it on one device: the q / kv down- and up-projections, the indexer (its
+# projections, its scores over every cached key, the top-k selection), the sparse MLA kernel and o_proj, heads per
+# device (`num_heads`; the measurement is one device, `tp_size` 1). Prefill rows (`dsa_context_module_perf`):
+# `batch_size` prompts of `isl` tokens, no cached prefix; decode rows (`dsa_generation_module_perf`): `batch_size`
+# sequences holding `step` cached tokens. `gemm_type` is the projections' format, `kv_cache_dtype` the cache's. The
+# tables measure named models; a model is priced from them only where its config facts equal one of these
+# (Hugging Face `config.json`: shared/model-configs/glm-5.json), so the module's projections are its own.
+DSA_FAMILIES: tuple[str, ...] = ("dsa_prefill", "dsa_decode")
+DSA_MODELS: dict[str, dict[str, int]] = {
+    "zai-org/GLM-5": {"hidden_size": 6144, "q_lora_rank": 2048, "kv_lora_rank": 512, "qk_nope_head_dim": 192,
+                      "qk_rope_head_dim": 64, "v_head_dim": 256, "index_n_heads": 32, "index_head_dim": 128,
+                      "index_topk": 2048},
+}
+
+
+# Checkpoints of a DSA_MODELS model in another weight format (the format is the rows' `gemm_type`).
+DSA_CHECKPOINTS: dict[str, str] = {"zai-org/GLM-5-FP8": "zai-org/GLM-5"}
+# SGLang's prefill of a prompt no longer than `index_topk` attends every key, so it skips the indexer and runs dense
+# MHA over the up-projected cache (SGLang 0.5.14's collector measures this path at prompts <= 2,048 tokens only,
+# the indexer paths at every length; its kernel is `sglang_dsa_dense_mha_fa3` on Hopper,
+# `sglang_dsa_dense_mha_trtllm_ragged` on Blackwell): at those shapes the rows of a kernel naming it are the engine's.
+DSA_DENSE_PREFILL_MARK = "_dsa_dense_mha_"
+
+
+def dsa_variant(facts: dict[str, int]) -> str | None:
+    """The DSA module table's model whose facts equal `facts` (DSA_MODELS' keys), None when none does."""
+    for name, dims in DSA_MODELS.items():
+        if dims == facts:
+            return name
+    return None
+
+
 # The op a family's rows are priced as (`GridModel.latency_s(op, ...)`): NCCL rows carry their own op.
 FAMILY_OP: dict[str, str] = {"gemm": "gemm", "attn_prefill": "attn_prefill", "attn_decode": "attn_decode",
                              "moe": "moe_gemm", "custom_allreduce": "allreduce", "mla_prefill": "attn_mla_prefill",
-                             "mla_decode": "attn_mla_decode"}
+                             "mla_decode": "attn_mla_decode",
+                             "dsa_prefill": "dsa_module_prefill", "dsa_decode": "dsa_module_decode"}
 GRID_OPS: tuple[str, ...] = ("gemm", "attn_prefill", "attn_decode", "moe_gemm", "allreduce", "all_gather",
                              "reduce_scatter", "all_to_all", "attn_mla_prefill", "attn_mla_decode",
                              "deepep_dispatch", "deepep_combine", "mla_bmm_pre", "mla_bmm_post",
-                             "gdn_conv_prefill", "gdn_chunk_prefill", "gdn_conv_decode", "gdn_recurrent_decode")
+                             "gdn_conv_prefill", "gdn_chunk_prefill", "gdn_conv_decode", "gdn_recurrent_decode",
+                             "dsa_module_prefill", "dsa_module_decode")
 # DeepEP: each table row holds both phases; the format each phase moves (dispatch: FP8 with one scale per 128
 # values, the `_bandwidth_gbps` columns' bytes; combine: BF16).
 DEEPEP_PHASES: dict[str, str] = {"deepep_dispatch": "fp8_block", "deepep_combine": "bf16"}

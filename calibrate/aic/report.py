@@ -13,7 +13,7 @@ from calibrate.aic.grid import FAMILIES, Peaks
 
 TARGET_PCT = {"gemm": 5.0, "attn_prefill": 5.0, "attn_decode": 5.0, "moe": 5.0, "custom_allreduce": 10.0,
               "nccl": 10.0, "mla_prefill": 5.0, "mla_decode": 5.0, "deepep_normal": 10.0, "deepep_ll": 10.0,
-              "mla_bmm": 5.0, "gdn_prefill": 10.0, "gdn_decode": 10.0}
+              "mla_bmm": 5.0, "gdn_prefill": 10.0, "gdn_decode": 10.0, "dsa_prefill": 10.0, "dsa_decode": 10.0}
 BY_COMBO = ("attn_prefill", "attn_decode", "moe")
 
 

@@ -25,6 +25,8 @@ hardware generation's forms (`calibrate.efficiency`), and `sim.core.cost.comm.Li
 * gdn_prefill / gdn_decode: `OpPricer.time_s("linear_attn", "bf16", ...)` of the kernel's roofline work as
   `LayerPricer._linear_prefill` / `_linear_decode` price it (`calibrate.ops.gdn_conv_work`, `gdn_chunk_work`,
   `gdn_recurrent_work`; `batch` sequences of `seq` tokens, or of one token in decode; a 4-tap convolution).
+* dsa_prefill / dsa_decode: not compared (NaN): without the module's table the simulator prices its projections,
+  indexer and attention kernel one by one (docs/cost-model.md, "Sparse-attention (DSA) layers").
 It lives with the simulator's programs: calibration never imports the simulator.
 """
 from __future__ import annotations
@@ -108,6 +110,8 @@ def analytical_s(family: str, cols: dict[str, np.ndarray], hardware: str) -> np.
             kernel = "deepep_normal" if family == "deepep_normal" else "deepep_low_latency"
             out[i] = links.all_to_all_s(g["tokens"] * g["topk"], g["hidden"] * width, int(g["topk"]),
                                         family == "deepep_normal", kernel)
+        elif family in ("dsa_prefill", "dsa_decode"):
+            out[i] = np.nan  # (without the module's table the simulator prices its ops one by one: no one op)
         elif family == "moe":
             tokens, k, e, tp, ep, h = g["tokens"], int(g["topk"]), int(g["experts"]), g["tp"], g["ep"], g["hidden"]
             rows = tokens * k

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from calibrate import ops
-from calibrate.aic.names import MLA_DIMS
+from calibrate.aic.names import MLA_DIMS, dsa_variant
 from inferplan.specs import ModelSpec
 from sim.core.cost import experts as ex
 from sim.core.cost.comm import Links
@@ -99,6 +99,10 @@ class LayerPricer:
         self._mla_absent = False
         self._mla_noted = ""  # the MLA attentions (prefill, decode) already recorded as measured or not
         self.bmm_grid = False  # MLA decode's absorbed products from their own table (else as GEMMs)
+        # A sparse-attention (DSA) model's whole attention module from its measured table (projections, indexer,
+        # top-k, sparse kernel, o_proj: `calibrate.aic.names.DSA_FAMILIES`): (model, KV format, projections'
+        # format) where the grid measured this model's module, else None (its ops priced one by one)
+        self.dsa: tuple[str, str, str] | None = None
         if pricer.grid is not None:
             if m.attention_kind == "gqa":
                 self.gqa_grid = (pricer.measures("attn_prefill", self.kv_op_dtype, dtype=self.kv_op_dtype)
@@ -108,8 +112,10 @@ class LayerPricer:
                 self.bmm_grid = self._bmm_coverage()
             s = dep.sparse_attention
             if s is not None:
-                for op in ("attn_prefill", "attn_decode"):
-                    pricer.fall_back(op, s.indexer_dtype, "sparse-attention indexer: not in the tables")
+                self.dsa = self._dsa_coverage()
+                if self.dsa is None:
+                    for op in ("attn_prefill", "attn_decode"):
+                        pricer.fall_back(op, s.indexer_dtype, "sparse-attention indexer: not in the tables")
             if e is not None:
                 self.moe_distribution = ex.grid_distribution(dep.experts, pricer.grid.moe_distributions(
                     self.fmt["experts"]))
@@ -123,6 +129,25 @@ class LayerPricer:
                 # scale the kernels' fixed floor down by g.
                 self.moe_tp_as_ep = (self.moe_grid and lay.moe_tp > 1
                                      and not pricer.grid.moe_tp_measured(self.fmt["experts"], self.moe_distribution))
+
+    def _dsa_coverage(self) -> tuple[str, str, str] | None:
+        """(model, KV format, projections' format) of the measured DSA module that is this layer's attention (the
+        table's model has this model's config facts and the grid measured both phases in these formats), else
+        None."""
+        m, s = self.m, self.dep.sparse_attention
+        assert s is not None
+        variant = dsa_variant({"hidden_size": m.hidden_size, "q_lora_rank": m.q_lora_rank,
+                               "kv_lora_rank": m.kv_lora_rank, "qk_nope_head_dim": m.qk_nope_head_dim,
+                               "qk_rope_head_dim": m.qk_rope_head_dim, "v_head_dim": m.v_head_dim,
+                               "index_n_heads": s.indexer_heads, "index_head_dim": s.indexer_head_dim,
+                               "index_topk": s.top_k_tokens})
+        if variant is None or m.attention_kind != "mla":
+            return None
+        kv, proj = self.kv_op_dtype, self.fmt["attention"]
+        if all(self.pricer.measures(op, kv, dtype=kv, compute=proj, variant=variant)
+               for op in ("dsa_module_prefill", "dsa_module_decode")):
+            return variant, kv, proj
+        return None
 
     def _mla_dims(self) -> dict[str, int]:
         m = self.m
@@ -205,21 +230,26 @@ class LayerPricer:
                 proj = (1.0 - self.linear_share) * proj + self.linear_share * self._linear_projections(T, f)
         else:
             rank, rope, nope, v = m.kv_lora_rank, m.qk_rope_head_dim, m.qk_nope_head_dim, m.v_head_dim
-            q_proj = (self.gemm(T, m.q_lora_rank, m.hidden_size, f) + self.gemm(T, h * (nope + rope), m.q_lora_rank, f)
-                      if m.q_lora_rank else self.gemm(T, h * (nope + rope), m.hidden_size, f))
-            proj = q_proj + self.gemm(T, rank + rope, m.hidden_size, f) + self.gemm(T, m.hidden_size, h * v, f)
+            module = self.dsa is not None  # (the measured module holds the projections: priced with it)
+            proj = 0.0
+            if not module:
+                q_proj = (self.gemm(T, m.q_lora_rank, m.hidden_size, f)
+                          + self.gemm(T, h * (nope + rope), m.q_lora_rank, f)
+                          if m.q_lora_rank else self.gemm(T, h * (nope + rope), m.hidden_size, f))
+                proj = q_proj + self.gemm(T, rank + rope, m.hidden_size, f) + self.gemm(T, m.hidden_size, h * v, f)
             launches += 1 if m.q_lora_rank else 0
             if w.prefill_tokens:  # prefill up-projects the latent cache to per-head K and V (not absorbed)
-                proj += self.gemm(w.prefill_kv_tokens, h * (nope + v), rank, f)
+                if not module:
+                    proj += self.gemm(w.prefill_kv_tokens, h * (nope + v), rank, f)
                 launches += 1
             if w.decode_seqs:  # decode absorbs W_UK into the query and W_UV into the output: per-head products
                 rows = w.decode_seqs * w.queries
-                if self.bmm_grid:  # (measured as the batched products they are)
+                if self.bmm_grid and not module:  # (measured as the batched products they are)
                     self._note_mla("bmm")
                     hi = int(round(h))
                     proj += (self.pricer.mla_bmm_s("mla_bmm_pre", "bf16", rows, hi)
                              + self.pricer.mla_bmm_s("mla_bmm_post", "bf16", rows, hi))
-                else:
+                elif not module:
                     proj += self.gemm(rows, h * rank, nope, "bf16") + self.gemm(rows, h * v, rank, "bf16")
                 launches += 2
         launches += 3 if m.attention_kind == "mla" else 2
@@ -253,6 +283,9 @@ class LayerPricer:
             if m.attention_kind == "gqa":
                 t = self._prefill_attention(w, hi, int(round(max(1.0, m.num_kv_heads / self.lay.tp))), m.head_dim,
                                             self.kv_bytes)
+            elif self.dsa is not None:
+                t = self.pricer.dsa_module_s("dsa_module_prefill", self.dsa[1], self.dsa[2], self.dsa[0], hi,
+                                             w.prefill_tokens, w.prefill_q_sq, w.prefill_q_ctx)
             elif self.pricer.grid is not None and not self._mla_reason:
                 self._note_mla("prefill")
                 t = self.pricer.mla_prefill_s(self.kv_op_dtype, w.prefill_tokens, w.prefill_q_sq, w.prefill_q_ctx,
@@ -310,6 +343,10 @@ class LayerPricer:
         """Decode attention of `w.decode_seqs` sequences with `ctx` cached tokens in all: a float for one step, an
         array for a run of steps; both go through `OpPricer.time_s_array`, so they agree exactly."""
         m, s, seqs = self.m, self.dep.sparse_attention, w.decode_seqs
+        if self.dsa is not None:  # the measured module: draft tokens being verified as more sequences of the
+            # same context (each runs the projections and attends the same keys)
+            return self.pricer.dsa_module_s("dsa_module_decode", self.dsa[1], self.dsa[2], self.dsa[0],
+                                            int(round(self.heads)), seqs * w.queries, ctx * w.queries)
         heads = int(round(self.heads)) * w.queries  # draft tokens being verified attend like extra heads
         t: Any = 0.0  # (an array over a run's contexts)
         if s is not None:

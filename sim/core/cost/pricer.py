@@ -264,6 +264,23 @@ class OpPricer:
             curve = self._curves[key] = self.grid.curve(op, heads=heads, dtype=dtype)
         return curve(tokens) / self.efficiency_scale.get("gemm", 1.0)
 
+    def dsa_module_s(self, op: str, kv_dtype: str, compute: str, variant: str, heads: int, *shape: Any) -> Any:
+        """A measured sparse-attention (DSA) module (`calibrate.aic.names.DSA_FAMILIES`: projections, indexer,
+        top-k, sparse MLA kernel, o_proj) of model `variant` with `heads` per device: `dsa_module_prefill` of
+        chunks (prefill tokens, q_sq, q_ctx) as equal prompts (`_prefill_s`), `dsa_module_decode` of (sequences,
+        cached tokens in all: a float or an array over a run's context sums)."""
+        key = (op, kv_dtype, compute, variant, heads)
+        curve = self._curves.get(key)
+        if curve is None:
+            curve = self._curves[key] = self.grid.curve(op, heads=heads, variant=variant, dtype=kv_dtype,
+                                                        compute=compute)
+        if op == "dsa_module_prefill":
+            return _prefill_s(curve, *shape) / self.efficiency_scale.get("attn_prefill", 1.0)
+        batch, per_seq = decode_shape(*shape)
+        t = curve(batch, per_seq)
+        scale = self.efficiency_scale.get("attn_mla_decode", 1.0)
+        return t if scale == 1.0 else t / scale
+
     def gdn_s(self, op: str, batch: float, seq: float, heads: int, kv_heads: int, head_dim: int) -> float:
         """A measured Gated DeltaNet kernel (`calibrate.aic.grid_model`: gdn_conv_prefill, gdn_chunk_prefill over
         `batch` prompts of `seq` new tokens; gdn_conv_decode, gdn_recurrent_decode over `batch` one-token
@@ -381,7 +398,8 @@ def grid_family(op: str) -> str:
             "mla_bmm_pre": "mla_bmm", "mla_bmm_post": "mla_bmm",
             "allreduce": "custom_allreduce", "all_to_all": "nccl", "deepep_dispatch": "deepep_normal",
             "deepep_combine": "deepep_normal", "gdn_conv_prefill": "gdn_prefill", "gdn_chunk_prefill": "gdn_prefill",
-            "gdn_conv_decode": "gdn_decode", "gdn_recurrent_decode": "gdn_decode"}.get(op, op)
+            "gdn_conv_decode": "gdn_decode", "gdn_recurrent_decode": "gdn_decode",
+            "dsa_module_prefill": "dsa_prefill", "dsa_module_decode": "dsa_decode"}.get(op, op)
 
 
 def _one_knot_s(curve: EfficiencyCurve, peak: float, bw: float, scale: float, flops: float, bytes_: float) -> float:

@@ -31,6 +31,9 @@ MODEL_DEPLOYMENT = {
 CHECKPOINT_FORMAT = {
     "minimax_m2_5": ("fp8", "fp8_block", "MiniMax-M2.5 FP8 checkpoint with 128x128 block scales (config.json "
                      "quantization_config weight_block_size [128, 128]): fp8_block"),
+    "glm_5": ("fp8", "fp8_block", "GLM-5 FP8 checkpoint (zai-org/GLM-5-FP8) with 128x128 block scales on every "
+              "linear layer (its config.json quantization_config weight_block_size [128, 128]; conf/model/glm_5.yaml): "
+              "fp8_block"),
 }
 
 # conf/model name -> (expert format, weight groups the checkpoint keeps in bf16 when its experts are in that format).
