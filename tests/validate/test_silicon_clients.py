@@ -153,8 +153,8 @@ def test_fit_recovers_a_per_prefill_stream_gap_for_the_engines_asked(tmp_path, c
 def test_the_vllm_fit_counts_tokens_prefills_per_stream_and_iterations_by_default(tmp_path, capsys):
     """Rows whose measured TTFT is the simulated one plus 16 us per mean prompt token, 0.05 x the prompt's prefill
     alone per other client's stream and 2 simulated TPOTs: vLLM's default terms (`fit.FITTED`) are those and find
-    1.6e-05, 0.05 and 2; SGLang's and TensorRT-LLM's are per-prefill ones; a term that is not a front-end key is one
-    line, exit 2."""
+    1.6e-05, 0.05 and 2; TensorRT-LLM's are per-prefill ones, SGLang's per request, stream and iteration per prompt
+    token; a term that is not a front-end key is one line, exit 2."""
     import csv
     import json
 
@@ -163,7 +163,8 @@ def test_the_vllm_fit_counts_tokens_prefills_per_stream_and_iterations_by_defaul
 
     assert [KEYS[i] for i in FITTED["vllm"]] == ["frontend_per_prompt_token_s", "frontend_per_prefill_stream_s",
                                                  "frontend_per_step"]
-    assert "frontend_per_prefill_s" in [KEYS[i] for i in FITTED["sglang"]]
+    assert [KEYS[i] for i in FITTED["sglang"]] == ["frontend_per_request_s", "frontend_per_stream_s",
+                                                   "frontend_per_step_token"]
     assert [KEYS[i] for i in FITTED["trtllm"]] == ["frontend_per_prefill_s", "frontend_per_prefill_stream_s"]
     cols = ["id", "status", "engine", "model", "system", "preset", "isl_tokens", "clients", "sim_prefill_alone_s",
             "sim_ttft_p50_s", "sim_tpot_p50_s", "measured_ttft_s"]

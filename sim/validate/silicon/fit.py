@@ -10,7 +10,7 @@ delay_s = frontend_per_request_s + frontend_per_prompt_token_s x prompt tokens +
 by the cost model) + (frontend_per_step + frontend_per_step_token x prompt tokens) x the instance's iteration time
 (the row's simulated TPOT median stands for it here); which terms each engine fits: `FITTED` (vLLM per prompt token,
 per prefill per stream and per step, TensorRT-LLM the two per-prefill ones, SGLang the per-request, per-stream and
-per-prefill ones), `terms=<key>,...` another set for every engine. `engines=` fits (and writes) those engines only.
+per-step-per-prompt-token ones), `terms=<key>,...` another set for every engine. `engines=` fits (and writes) those engines only.
 Everything else (kernel times, the cost model's step overhead, the scheduler) stays as configured.
 
 How: every row is simulated once with the front-end time at zero (or read from `base=`, a matrix `rows.csv`
@@ -69,13 +69,16 @@ KEYS = ("frontend_per_request_s", "frontend_per_prompt_token_s", "frontend_per_s
 # its rows' TTFT is ~2-4 prefills at 8 clients and grows by ~0.03-0.05 prefill per client at every output length,
 # where the iteration delay grew with the longer iterations of short outputs (held out, simulated: 24.2% ->
 # 23.7%; additive: 26.3% -> 25.1%; docs/validation.md, "TensorRT-LLM's delay in prefills").
-# SGLang: per request, per stream, per second of the prompt's own prefill price and that per stream, at `entry`:
-# its measured Qwen3-32B rows are bursts that delay reproduces, the iteration delay loses them (held out 22.0% ->
-# 41.6%).
+# SGLang: per request, per stream and iterations per prompt token, at `entry`. With GLM-5's attention priced from
+# its measured module, the delay in proportion to the prefill no longer carries across SGLang's three models
+# (fitted on two, 47% short for Qwen3.5-397B and 21% long for GLM-5); iterations per prompt token carry the model,
+# TP and the load through the iteration time (held out, simulated: 17.4% -> 16.1% over all engines, SGLang's
+# partitions beyond 30% 5 -> 3; docs/validation.md, "SGLang's delay in iterations per prompt token"). (Before the
+# gap-analysis rows' zero-spread client, an iteration delay had lost their bursts: held out 22.0% -> 41.6%.)
 TOKEN_PREFILL_STEP_TERMS = (1, 4, 5)
-PREFILL_TERMS = (0, 2, 3, 4)
+REQUEST_STREAM_STEP_TOKEN_TERMS = (0, 2, 6)
 PREFILL_ONLY_TERMS = (3, 4)
-FITTED = {"vllm": TOKEN_PREFILL_STEP_TERMS, "trtllm": PREFILL_ONLY_TERMS, "sglang": PREFILL_TERMS}
+FITTED = {"vllm": TOKEN_PREFILL_STEP_TERMS, "trtllm": PREFILL_ONLY_TERMS, "sglang": REQUEST_STREAM_STEP_TOKEN_TERMS}
 ZERO = {k: 0.0 for k in KEYS}
 SYSTEMS = ("h100_sxm", "h200_sxm")
 
