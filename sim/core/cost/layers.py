@@ -136,9 +136,7 @@ class LayerPricer:
         None."""
         m, s = self.m, self.dep.sparse_attention
         assert s is not None
-        variant = dsa_variant({"hidden_size": m.hidden_size, "q_lora_rank": m.q_lora_rank,
-                               "kv_lora_rank": m.kv_lora_rank, "qk_nope_head_dim": m.qk_nope_head_dim,
-                               "qk_rope_head_dim": m.qk_rope_head_dim, "v_head_dim": m.v_head_dim,
+        variant = dsa_variant({"hidden_size": m.hidden_size, "q_lora_rank": m.q_lora_rank, **self._mla_dims(),
                                "index_n_heads": s.indexer_heads, "index_head_dim": s.indexer_head_dim,
                                "index_topk": s.top_k_tokens})
         if variant is None or m.attention_kind != "mla":
