@@ -115,31 +115,40 @@ def test_fit_takes_the_same_options(capsys):
     assert stop.value.code == 2 and "client: must be one of inferred, inferencex, fixed, source" in err
 
 
+def _rows_csv(path, cols: list[str], rows: list[list]):
+    """A matrix rows.csv of `rows` in the columns `cols` (the fit reads the columns it needs)."""
+    import csv
+
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(cols)
+        w.writerows(rows)
+    return path
+
+
 def test_fit_recovers_a_per_prefill_stream_gap_for_the_engines_asked(tmp_path, capsys):
     """Rows whose measured TTFT is the simulated one plus 20 ms + (0.5 + 0.05 x streams) x the prefill alone: the fit
     of `engines=vllm` finds those coefficients and reports no other engine."""
-    import csv
     import json
 
     from sim.validate.silicon.fit import main as fit_main
 
     cols = ["id", "status", "engine", "model", "system", "preset", "isl_tokens", "clients", "sim_prefill_alone_s",
             "sim_ttft_p50_s", "measured_ttft_s"]
-    path = tmp_path / "rows.csv"
-    with path.open("w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(cols)
-        for i, (engine, model) in enumerate([("vllm", "A"), ("vllm", "B"), ("sglang", "A")] * 12):
-            clients, prefill_s, sim_s = 1 + 9 * (i % 6), 0.02 + 0.01 * (i % 5), 0.05 + 0.01 * (i % 7)
-            meas = sim_s + 0.02 + (0.5 + 0.05 * (clients - 1)) * prefill_s
-            w.writerow([f"r{i}", "simulated", engine, model, "h100_sxm", "x", 1024, clients, prefill_s, sim_s, meas])
+    rows = []
+    for i, (engine, model) in enumerate([("vllm", "A"), ("vllm", "B"), ("sglang", "A")] * 12):
+        clients, prefill_s, sim_s = 1 + 9 * (i % 6), 0.02 + 0.01 * (i % 5), 0.05 + 0.01 * (i % 7)
+        meas = sim_s + 0.02 + (0.5 + 0.05 * (clients - 1)) * prefill_s
+        rows.append([f"r{i}", "simulated", engine, model, "h100_sxm", "x", 1024, clients, prefill_s, sim_s, meas])
+    path = _rows_csv(tmp_path / "rows.csv", cols, rows)
     terms = "frontend_per_request_s,frontend_per_stream_s,frontend_per_prefill_s,frontend_per_prefill_stream_s"
     fit_main([f"base={path}", "engines=vllm", f"terms={terms}"])
     doc = json.loads(capsys.readouterr().out)
     assert list(doc["engines"]) == ["vllm"]
     assert doc["engines"]["vllm"]["terms"] == ["frontend_per_request_s", "frontend_per_stream_s",
                                                "frontend_per_prefill_s", "frontend_per_prefill_stream_s"]
-    v = doc["engines"]["vllm"]["values"]
+    assert list(doc["engines"]["vllm"]["presets"]) == ["x"]
+    v = doc["engines"]["vllm"]["presets"]["x"]["values"]
     assert v["frontend_per_request_s"] == pytest.approx(0.02, rel=1e-3)
     assert v["frontend_per_prefill_s"] == pytest.approx(0.5, rel=1e-3)
     assert v["frontend_per_prefill_stream_s"] == pytest.approx(0.05, rel=1e-3)
@@ -155,7 +164,6 @@ def test_the_vllm_fit_counts_tokens_prefills_per_stream_and_iterations_by_defaul
     alone per other client's stream and 2 simulated TPOTs: vLLM's default terms (`fit.FITTED`) are those and find
     1.6e-05, 0.05 and 2; TensorRT-LLM's are per-prefill ones, SGLang's per request, stream and iteration per prompt
     token; a term that is not a front-end key is one line, exit 2."""
-    import csv
     import json
 
     from sim.validate.silicon.fit import FITTED, KEYS
@@ -168,18 +176,16 @@ def test_the_vllm_fit_counts_tokens_prefills_per_stream_and_iterations_by_defaul
     assert [KEYS[i] for i in FITTED["trtllm"]] == ["frontend_per_prefill_s", "frontend_per_prefill_stream_s"]
     cols = ["id", "status", "engine", "model", "system", "preset", "isl_tokens", "clients", "sim_prefill_alone_s",
             "sim_ttft_p50_s", "sim_tpot_p50_s", "measured_ttft_s"]
-    path = tmp_path / "rows.csv"
-    with path.open("w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(cols)
-        for i, model in enumerate(["A", "B", "C"] * 12):
-            isl, tpot_s, sim_s = (1024, 4096, 8192)[i % 3], 0.005 + 0.004 * (i % 5), 0.05 + 0.01 * (i % 7)
-            clients, prefill_s = (4, 16, 32, 64)[(i // 3) % 4], 0.02 + 0.01 * (i % 4)
-            meas = sim_s + 1.6e-05 * 0.9 * isl + 0.05 * prefill_s * (clients - 1) + 2.0 * tpot_s
-            w.writerow([f"r{i}", "simulated", "vllm", model, "h100_sxm", "x", isl, clients, prefill_s, sim_s, tpot_s,
-                        meas])
+    rows = []
+    for i, model in enumerate(["A", "B", "C"] * 12):
+        isl, tpot_s, sim_s = (1024, 4096, 8192)[i % 3], 0.005 + 0.004 * (i % 5), 0.05 + 0.01 * (i % 7)
+        clients, prefill_s = (4, 16, 32, 64)[(i // 3) % 4], 0.02 + 0.01 * (i % 4)
+        meas = sim_s + 1.6e-05 * 0.9 * isl + 0.05 * prefill_s * (clients - 1) + 2.0 * tpot_s
+        rows.append([f"r{i}", "simulated", "vllm", model, "h100_sxm", "x", isl, clients, prefill_s, sim_s, tpot_s,
+                     meas])
+    path = _rows_csv(tmp_path / "rows.csv", cols, rows)
     fit_main([f"base={path}"])
-    v = json.loads(capsys.readouterr().out)["engines"]["vllm"]["values"]
+    v = json.loads(capsys.readouterr().out)["engines"]["vllm"]["presets"]["x"]["values"]
     assert v["frontend_per_prompt_token_s"] == pytest.approx(1.6e-05, rel=1e-3)
     assert v["frontend_per_prefill_stream_s"] == pytest.approx(0.05, rel=1e-3)
     assert v["frontend_per_step"] == pytest.approx(2.0, rel=1e-3)
@@ -189,3 +195,36 @@ def test_the_vllm_fit_counts_tokens_prefills_per_stream_and_iterations_by_defaul
         fit_main([f"base={path}", "terms=frontend_per_step,per_token"])
     err = capsys.readouterr().err
     assert stop.value.code == 2 and "terms: per_token is not a front-end key" in err and err.count("\n") == 1
+
+
+def test_each_serving_preset_is_fitted_on_its_own_rows_and_a_lone_model_held_out_on_the_others(tmp_path, capsys):
+    """Two presets of one engine whose rows carry different delays (old: 0.05 s per request; new: 0.25 s): each
+    preset's fit finds its own; a model is held out on its preset's other models (`fitted_on: preset`), and the
+    model alone in its preset on the engine's other presets' rows (`fitted_on: engine`); a model whose rows in a
+    preset are all left out of the fit (decode off) still gets held-out coefficients, so the matrix can score it."""
+    import json
+
+    from sim.validate.silicon.fit import main as fit_main
+
+    cols = ["id", "status", "engine", "model", "system", "preset", "isl_tokens", "clients", "sim_prefill_alone_s",
+            "sim_ttft_p50_s", "measured_ttft_s", "tpot_error_pct"]
+    rows = [[f"r{i}", "simulated", "sglang", model, "h200_sxm", preset, 1024, 4, 0.03, 0.05 + 0.01 * (i % 7),
+             0.05 + 0.01 * (i % 7) + delay_s, 0.0]
+            for i, (preset, model, delay_s) in enumerate([("old", "A", 0.05), ("new", "B", 0.25),
+                                                         ("new", "C", 0.25)] * 6)]
+    rows.append(["d", "simulated", "sglang", "D", "h200_sxm", "old", 1024, 512, 0.03, 0.1, 0.5, 80.0])
+    path = _rows_csv(tmp_path / "rows.csv", cols, rows)
+    fit_main([f"base={path}", "terms=frontend_per_request_s"])
+    fits = json.loads(capsys.readouterr().out)["engines"]["sglang"]
+    assert sorted(fits["presets"]) == ["new", "old"] and fits["models"] == ["A", "B", "C"]
+    assert fits["presets"]["old"]["held_out_each"]["D"] == {"rows": 0, "fitted_on": "preset",
+                                                          **fits["presets"]["old"]["values"]}
+    new, old = fits["presets"]["new"], fits["presets"]["old"]
+    assert new["values"]["frontend_per_request_s"] == pytest.approx(0.25, rel=1e-6)
+    assert old["values"]["frontend_per_request_s"] == pytest.approx(0.05, rel=1e-6)
+    assert new["held_out_each"]["B"]["fitted_on"] == "preset" and new["models"] == ["B", "C"]
+    assert new["held_out_each"]["B"]["frontend_per_request_s"] == pytest.approx(0.25, rel=1e-6)
+    assert new["held_out_each"]["B"]["median_abs_pct"] == pytest.approx(0.0, abs=1e-6)
+    assert old["held_out_each"]["A"]["fitted_on"] == "engine"
+    assert old["held_out_each"]["A"]["frontend_per_request_s"] == pytest.approx(0.25, rel=1e-6)
+    assert fits["in_sample"]["median_abs_pct"] == 0.0 and fits["held_out"]["rows"] == 18

@@ -118,3 +118,24 @@ def test_a_bad_frontend_option_is_one_line_and_exit_2(argv, message, tmp_path, c
         main([f"ids={ROW}", *argv, f"out={tmp_path / 'out'}"])
     err = capsys.readouterr().err
     assert stop.value.code == 2 and err.startswith(f"error: {message}") and err.count("\n") == 1
+
+
+def test_a_row_takes_the_held_out_coefficients_of_the_serving_preset_it_runs_with(tmp_path):
+    """One fit per serving preset: an SGLang 0.5.1 row (sglang_v05_serve) and a 0.5.9 one (sglang_v059_serve) each
+    take their preset's coefficients fitted without their model; a preset the document lacks is one line."""
+    rows = {r.id: r for r in read_table(CSV_PATH)}
+    old = next(r for r in rows.values() if r.engine == "sglang" and r.engine_version == "0.5.1.post1")
+    new = next(r for r in rows.values() if r.engine == "sglang" and r.engine_version == "0.5.9"
+               and r.system == "h200_sxm")
+    slow, fast = dict(KEYS, frontend_per_request_s=0.25), dict(KEYS, frontend_per_request_s=0.05)
+    presets = {"sglang_v05_serve": {"held_out_each": {old.model: fast}},
+               "sglang_v059_serve": {"held_out_each": {new.model: slow}}}
+    path = tmp_path / "fit.json"
+    path.write_text(json.dumps({"engines": {"sglang": {"held_out_by": "model", "presets": presets}}}))
+    held = HeldOut(path)
+    assert held.engine_keys(old)["frontend_per_request_s"] == 0.05
+    assert held.engine_keys(new)["frontend_per_request_s"] == 0.25
+    path.write_text(json.dumps({"engines": {"sglang": {"held_out_by": "model",
+                                                       "presets": {"sglang_v05_serve": presets["sglang_v05_serve"]}}}}))
+    with pytest.raises(InputError, match="no fit of the preset 'sglang_v059_serve'"):
+        HeldOut(path).engine_keys(new)

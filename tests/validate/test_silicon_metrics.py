@@ -68,6 +68,12 @@ def test_plan_of_an_expressible_row():
         ("h100_sxm", "qwen3_32b", "vllm_v1_async_serve", 2, "fp8", {})  # (0.18: async scheduling on by default)
     assert plan_row(dataclasses.replace(ROW, engine_version="0.12.0")).engine == "vllm_v1_serve"
     assert plan_row(dataclasses.replace(ROW, engine_version="0.14.0")).engine == "vllm_v1_async_serve"
+    # SGLang: 0.5.0-0.5.8 and 0.5.9+ are two serving presets (one front-end fit each); a build named otherwise
+    # (glm5-hopper, nightly-dev) takes the newest.
+    for version, preset in (("0.5.1.post1", "sglang_v05_serve"), ("0.5.8.post1", "sglang_v05_serve"),
+                            ("0.5.9", "sglang_v059_serve"), ("0.5.10.post1", "sglang_v059_serve"),
+                            ("glm5-hopper", "sglang_v059_serve"), ("nightly-dev", "sglang_v059_serve")):
+        assert plan_row(dataclasses.replace(ROW, engine="sglang", engine_version=version)).engine == preset
     h200 = plan_row(dataclasses.replace(ROW, system="h200_sxm", precision="", gemm_quant_mode="", moe_quant_mode=""))
     assert h200.hardware == "h200" and h200.weights_dtype == "bf16"
     assert any("bf16" in a for a in h200.assumptions)
@@ -181,7 +187,7 @@ def test_moe_rows_map_expert_parallelism_and_checkpoint_formats():
                                           "experts": "int4_wo"}
     glm = plan_row(dataclasses.replace(ROW, model_path="zhipuai/GLM-5", engine="sglang", engine_version="glm5-hopper",
                                        system="h200_sxm", moe_quant_mode="fp8_block", tp=8, moe_tp=8))
-    assert glm.engine == "sglang_v05_serve" and glm.deployment["sparse_attention"]["indexer_heads"] == 32
+    assert glm.engine == "sglang_v059_serve" and glm.deployment["sparse_attention"]["indexer_heads"] == 32
     assert glm.weights_dtype == "fp8_block" and "weights" not in glm.deployment  # (block-scaled FP8 checkpoint)
 
 

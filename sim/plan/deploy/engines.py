@@ -28,6 +28,7 @@ PRESET_ENGINES: dict[str, tuple[str, str]] = {
     "vllm_v1_serve": ("vllm", "0.8.5"),
     "vllm_v1_async_serve": ("vllm", "0.8.5"),
     "sglang_v05_serve": ("sglang", "0.4.0"),
+    "sglang_v059_serve": ("sglang", "0.4.0"),
     "trtllm_v1_serve": ("trtllm", "1.3.0rc27"),
 }
 

@@ -1,16 +1,18 @@
-"""The engine time outside the kernels, fitted per engine on the measured H100/H200 serving runs.
+"""The engine time outside the kernels, fitted per engine version (serving preset) on the measured H100/H200 runs.
 
 `python -m sim.validate.silicon.fit [base=<rows.csv>] [per_model=N] [jobs=N] [systems=h100_sxm,h200_sxm]
 [refine=true] [search=<rows per model>] [cost=measured] [client=inferred|inferencex|fixed|source] [engines=vllm,...]
 [terms=<key>,...] [out=<file.json>] [write=true]`
 
-What is fitted: an engine preset's front-end time (sim/core/instance/frontend.py), per engine, never per model,
+What is fitted: a serving preset's front-end time (sim/core/instance/frontend.py), one fit per preset (the engine
+versions it serves: `support.SERVE_PRESETS`; a row's `preset` column), never per model,
 delay_s = frontend_per_request_s + frontend_per_prompt_token_s x prompt tokens + frontend_per_stream_s x streams
 + (frontend_per_prefill_s + frontend_per_prefill_stream_s x streams) x the prompt's prefill alone (seconds, priced
 by the cost model) + (frontend_per_step + frontend_per_step_token x prompt tokens) x the instance's iteration time
 (the row's simulated TPOT median stands for it here); which terms each engine fits: `FITTED` (vLLM per prompt token,
 per prefill per stream and per step, TensorRT-LLM the two per-prefill ones, SGLang the per-request, per-stream and
-per-step-per-prompt-token ones), `terms=<key>,...` another set for every engine. `engines=` fits (and writes) those engines only.
+per-step-per-prompt-token ones), `terms=<key>,...` another set for every engine. `engines=` fits (and writes) those
+engines only.
 Everything else (kernel times, the cost model's step overhead, the scheduler) stays as configured.
 
 How: every row is simulated once with the front-end time at zero (or read from `base=`, a matrix `rows.csv`
@@ -30,7 +32,7 @@ than `DECODE_OFF_PCT` are not fitted (`fittable`: their run was not what their c
 read from conf/engine): those delays are taken out of each row's simulated TTFT first, so the new fit starts from
 a simulation that already carried them (one fixed-point step: it accounts for the lighter load they cause).
 
-`write=true` writes each engine's values into its serving preset (`PRESETS`: conf/engine/*_serve.yaml), replacing
+`write=true` writes each preset's values into it (`PRESETS`: conf/engine/*_serve.yaml), replacing
 the preset's front-end block (from its `# Front-end time` line to the end) with the values, the command, the rows
 and the errors, so a plain run uses them.
 
@@ -39,7 +41,13 @@ coefficients scaled by each of `SCALES`, and each engine keeps the scale of leas
 (a coarse grid search on the one direction the additive view gets wrong: its feedback on the load).
 
 Reported: the in-sample error and leave-one-model-out (LOMO: each model scored with the coefficients fitted on the
-other models of that engine; an engine with one model is scored leave-one-ISL-out instead, said so).
+other models of its preset, or, where its preset served no other model, on the other models of the engine's other
+presets, `fitted_on`; an engine with one model is scored leave-one-ISL-out instead, said so).
+Why per preset: the versions disagree on the time beyond the kernels that a fit can carry across models. At light
+load (`python -m sim.validate.silicon.beyond`) SGLang 0.5.9's two models agree in seconds (GLM-5 0.22 s, Qwen3.5-397B
+0.26 s beyond the simulated kernels at <= 8 clients) while SGLang 0.5.1's Qwen3-32B rows measure what their bursts
+queue and little more; one SGLang fit carried 0.13 s to Qwen3.5-397B, 30% short (docs/validation.md, "One fit per
+serving preset"). The versions are also the collections (client): the rows cannot tell the two apart.
 Without `base=`, `per_model` rows per (engine, model) are simulated (spread over concurrency and shape).
 """
 from __future__ import annotations
@@ -83,12 +91,20 @@ ZERO = {k: 0.0 for k in KEYS}
 SYSTEMS = ("h100_sxm", "h200_sxm")
 
 
+def _finite(value) -> float:
+    """A record's number, 0 where it is missing or not finite (a column the rows did not record)."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return 0.0
+    return v if np.isfinite(v) else 0.0
+
+
 def features(rec: dict) -> np.ndarray:
     """[1, mean prompt tokens, streams, the mean prompt's prefill alone, that x streams] of a row (the multipliers
     of KEYS)."""
     streams = max(0.0, rec["clients"] - 1.0)
-    prefill_s = float(rec.get("sim_prefill_alone_s") or 0.0)
-    step_s = float(rec.get("sim_tpot_p50_s") or 0.0)
+    prefill_s, step_s = (_finite(rec.get(k)) for k in ("sim_prefill_alone_s", "sim_tpot_p50_s"))
     tokens = 0.9 * rec["isl_tokens"]
     return np.array([1.0, tokens, streams, prefill_s, prefill_s * streams, step_s, step_s * tokens])
 
@@ -192,27 +208,56 @@ def summary(err: np.ndarray) -> dict:
             "bias_pct": round(float(np.median(err)), 1)}
 
 
-def fit_engine(recs: list[dict], fitted: tuple[int, ...]) -> dict:
-    """One engine's fit of the `fitted` terms, its in-sample error and its leave-one-model-out (or -ISL-out)
-    error."""
-    x = np.array([features(r) for r in recs])
-    sim = np.array([r["sim_ttft_p50_s"] for r in recs])
-    meas = np.array([r["measured_ttft_s"] for r in recs])
+def _arrays(recs: list[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(features, simulated TTFT median, measured TTFT) of records."""
+    return (np.array([features(r) for r in recs]).reshape(len(recs), len(KEYS)),
+            np.array([r["sim_ttft_p50_s"] for r in recs]), np.array([r["measured_ttft_s"] for r in recs]))
+
+
+def _fit_preset(mine: list[dict], others: list[dict], fitted: tuple[int, ...], by: str,
+                served: set[str] = frozenset()) -> tuple[dict, list]:
+    """One serving preset's fit on its own rows `mine`, and its held-out coefficients per `by` value (model, or
+    input length for an engine with one model; `served`: models the preset also ran whose rows are not fitted, so
+    that they are scored too): fitted on the preset's rows without that value, or, where the preset has none, on
+    the engine's other presets' rows without it (`fitted_on`). Returns (the preset's document, [(held-out errors,
+    in-sample errors, errors with no front-end time)])."""
+    x, sim, meas = _arrays(mine)
     c = _fit(x, sim, meas, fitted)
+    per, held = {}, []
+    for value in sorted({r[by] for r in mine} | (set(served) if by == "model" else set())):
+        test = [r for r in mine if r[by] == value]
+        train, source = [r for r in mine if r[by] != value], "preset"
+        if not train:
+            train, source = [r for r in others if r[by] != value], "engine"
+        cm = _fit(*_arrays(train), fitted) if train else np.zeros(len(KEYS))
+        e = errors_pct(*_arrays(test), cm)
+        held.append(e)
+        per[str(value)] = {**summary(e), "fitted_on": source, **dict(zip(KEYS, (float(v) for v in cm)))}
+    before = errors_pct(x, sim, meas, np.zeros(len(KEYS)))
+    doc = {"values": dict(zip(KEYS, (float(v) for v in c))), "rows": len(mine),
+           "models": sorted({r["model"] for r in mine}), "before": summary(before),
+           "in_sample": summary(errors_pct(x, sim, meas, c)), "held_out": summary(np.concatenate(held)),
+           "held_out_each": per}
+    return doc, [(np.concatenate(held), errors_pct(x, sim, meas, c), before)]
+
+
+def fit_engine(recs: list[dict], fitted: tuple[int, ...], scored: list[dict] | None = None) -> dict:
+    """One engine's fit of the `fitted` terms on its fittable `recs`: one per serving preset (the row's `preset`
+    column: the engine versions it serves, `support.SERVE_PRESETS`), never per model, each with its in-sample
+    error and its leave-one-model-out (or -ISL-out) coefficients and error (`_fit_preset`); the engine's figures
+    pool its presets' rows. `scored`: the engine's simulated records, fittable or not: every (preset, model) among
+    them gets held-out coefficients (a model whose rows in a preset are all left out of the fit is still scored)."""
     models = sorted({r["model"] for r in recs})
-    by, held_out = ("model", models) if len(models) > 1 else ("isl_tokens", sorted({r["isl_tokens"] for r in recs}))
-    lomo_err, per = [], {}
-    for m in held_out:
-        test = np.array([r[by] == m for r in recs])
-        cm = _fit(x[~test], sim[~test], meas[~test], fitted)
-        e = errors_pct(x[test], sim[test], meas[test], cm)
-        lomo_err.append(e)
-        per[str(m)] = {**summary(e), **dict(zip(KEYS, (float(v) for v in cm)))}
-    return {"values": dict(zip(KEYS, (float(v) for v in c))), "terms": [KEYS[i] for i in fitted],
-            "rows": len(recs), "models": models,
-            "before": summary(errors_pct(x, sim, meas, np.zeros(len(KEYS)))),
-            "in_sample": summary(errors_pct(x, sim, meas, c)),
-            "held_out_by": by, "held_out": summary(np.concatenate(lomo_err)), "held_out_each": per}
+    by = "model" if len(models) > 1 else "isl_tokens"
+    presets, errs = {}, []
+    for preset in sorted({r["preset"] for r in recs}):
+        mine = [r for r in recs if r["preset"] == preset]
+        served = {r["model"] for r in scored or () if r["preset"] == preset}
+        presets[preset], e = _fit_preset(mine, [r for r in recs if r["preset"] != preset], fitted, by, served)
+        errs += e
+    held, ins, before = (np.concatenate([e[i] for e in errs]) for i in range(3))
+    return {"terms": [KEYS[i] for i in fitted], "rows": len(recs), "models": models, "presets": presets,
+            "before": summary(before), "in_sample": summary(ins), "held_out_by": by, "held_out": summary(held)}
 
 
 def preset_frontend(preset: str) -> np.ndarray:
@@ -263,8 +308,8 @@ def subsample_plans(systems: tuple[str, ...], per_model: int) -> list:
 
 def simulate_plans(plans: list, engine_keys: dict, jobs: int, cost: str | None = None,
                    client: str = DEFAULT_CLIENT) -> list[dict]:
-    """Records of `plans` simulated with the preset keys `engine_keys[engine]` overridden (`cost`, `client`: as
-    the matrix's options of those names; give the ones the `base=` run was made with)."""
+    """Records of `plans` simulated with the front-end keys `engine_keys[<the plan's serving preset>]` overridden
+    (`cost`, `client`: as the matrix's options of those names; give the ones the `base=` run was made with)."""
     from sim.validate.silicon.runner import simulated_record
     from sim.validate.silicon.simulate_row import simulate_safely
     from sim.workers import WorkerPool
@@ -273,7 +318,7 @@ def simulate_plans(plans: list, engine_keys: dict, jobs: int, cost: str | None =
     by_id = {p.row.id: p for p in plans}
     try:
         out = [simulated_record(by_id[i], res) for i, res in
-               pool.run(simulate_safely, ((p.row.id, (p, 10, engine_keys[p.row.engine], cost, client))
+               pool.run(simulate_safely, ((p.row.id, (p, 10, engine_keys[p.engine], cost, client))
                                           for p in plans), in_flight=jobs)]
     finally:
         pool.close()
@@ -284,7 +329,7 @@ def simulated_base(systems: tuple[str, ...], per_model: int, jobs: int, cost: st
                    client: str = DEFAULT_CLIENT) -> list[dict]:
     """`per_model` rows per (engine, model), simulated with the front-end time at zero."""
     plans = subsample_plans(systems, per_model)
-    return simulate_plans(plans, {p.row.engine: ZERO for p in plans}, jobs, cost, client)
+    return simulate_plans(plans, {p.engine: ZERO for p in plans}, jobs, cost, client)
 
 
 SCALES = (0.4, 0.6, 0.8, 1.0)
@@ -299,7 +344,9 @@ def scale_search(doc: dict, systems: tuple[str, ...], per_model: int, jobs: int,
     plans = [p for p in plans if p.row.engine in doc["engines"]]
     results: dict[str, list] = {e: [] for e in doc["engines"]}
     for k in SCALES:
-        keys = {e: {n: v * k for n, v in f["values"].items()} for e, f in doc["engines"].items()}
+        keys = {p: {n: v * k for n, v in fp["values"].items()} for f in doc["engines"].values()
+                for p, fp in f["presets"].items()}
+        keys |= {p.engine: dict(ZERO) for p in plans if p.engine not in keys}
         recs = [r for r in simulate_plans(plans, keys, jobs, cost, client) if r["status"] == "simulated"]
         for e in doc["engines"]:
             mine = [r for r in recs if r["engine"] == e]
@@ -310,30 +357,38 @@ def scale_search(doc: dict, systems: tuple[str, ...], per_model: int, jobs: int,
             print(f"scale {k}: {e} {len(mine)} rows, TTFT {ttft:.1f}%, TPOT {tpot:.1f}%", file=sys.stderr, flush=True)
     for e, f in doc["engines"].items():
         best = min(results[e], key=lambda r: r["ttft_median_abs_pct"] + r["tpot_median_abs_pct"])
-        f["linear_values"] = dict(f["values"])
-        f["values"] = {n: v * best["scale"] for n, v in f["values"].items()}
+        for fp in f["presets"].values():
+            fp["linear_values"] = dict(fp["values"])
+            fp["values"] = {n: v * best["scale"] for n, v in fp["values"].items()}
         f["scale_search"] = {"rows_per_model": per_model, "candidates": results[e], "chosen": best["scale"]}
 
 
-# engine -> its serving presets (one fit per engine: every preset of the engine gets the same values)
-PRESETS = {"vllm": ("vllm_v1_serve", "vllm_v1_async_serve"), "sglang": ("sglang_v05_serve",),
+# engine -> its serving presets (conf/engine/*_serve.yaml; `support.SERVE_PRESETS` picks a row's by its version):
+# each preset gets the fit on the rows it served (`fit_engine`)
+PRESETS = {"vllm": ("vllm_v1_serve", "vllm_v1_async_serve"), "sglang": ("sglang_v05_serve", "sglang_v059_serve"),
            "trtllm": ("trtllm_v1_serve",)}
 MARK = "# Front-end time (sim/core/instance/frontend.py)"
 
 
-def preset_block(engine: str, fit: dict, command: str) -> str:
-    """The yaml block of one engine's fitted front-end time, documented."""
-    v, ins, out = fit["values"], fit["in_sample"], fit["held_out"]
+def preset_block(engine: str, preset: str, fit: dict, command: str) -> str:
+    """The yaml block of one serving preset's fitted front-end time (`fit`: its engine's document), documented."""
+    mine = fit["presets"][preset]
+    v, ins, out = mine["values"], mine["in_sample"], mine["held_out"]
     held = "leave-one-model-out" if fit["held_out_by"] == "model" else "leave-one-ISL-out: one model in the data"
-    return (f"{MARK}: no published per-request measurement for this\n"
-            f"# engine, so FITTED, one fit for the engine (never per model): {command}\n"
-            f"# Rows: {fit['rows']} simulated H100/H200 {engine} rows, models {', '.join(fit['models'])}"
-            + (f"\n# ({fit['decode_off']} more left out: simulated TPOT off by more than {DECODE_OFF_PCT:g}%).\n"
-               if fit.get("decode_off") else ".\n") +
-            f"# TTFT median |err| {fit['before']['median_abs_pct']}% (no front-end time) -> {ins['median_abs_pct']}% "
-            "in "
-            f"sample, {out['median_abs_pct']}% held out\n# ({held}; held-out bias {out['bias_pct']}%; additive "
-            "predictions of the linear fit).\n" + _search_note(fit)
+    across = sorted(m for m, e in mine["held_out_each"].items() if e.get("fitted_on") == "engine")
+    off = (f"\n# ({fit['decode_off']} {engine} rows left out: simulated TPOT off by more than {DECODE_OFF_PCT:g}%).\n"
+           if fit.get("decode_off") else ".\n")
+    other = f", {', '.join(across)} on the engine's other presets' rows: no other model here" if across else ""
+    return (f"{MARK}: no published per-request measurement for these\n"
+            "# versions, so FITTED, one fit per serving preset (the engine versions it serves; never per model):\n"
+            f"# {command}\n"
+            f"# Rows: {mine['rows']} simulated H100/H200 {engine} rows of this preset, models "
+            f"{', '.join(mine['models'])}{off}"
+            f"# TTFT median |err| {mine['before']['median_abs_pct']}% (no front-end time) -> "
+            f"{ins['median_abs_pct']}% in sample, {out['median_abs_pct']}% held out\n"
+            + "".join(f"# {line}\n" for line in textwrap.wrap(
+                f"({held}{other}; held-out bias {out['bias_pct']}%; additive predictions of the linear fit).", 110))
+            + _search_note(fit)
             + "".join(f"# {line}\n" for line in textwrap.wrap(f"Fitted: {', '.join(fit['terms'])}; the other keys 0.",
                                                                110))
             + "# No term scales a kernel time: the per-step terms "
@@ -357,11 +412,11 @@ def write_presets(doc: dict, command: str) -> list[Path]:
 
     written = []
     for engine, fit in doc["engines"].items():
-        for preset in PRESETS[engine]:
+        for preset in fit["presets"]:
             path = ENGINE_DIR / f"{preset}.yaml"
             text = path.read_text()
             head = text[:text.index(MARK)] if MARK in text else text
-            path.write_text(head + preset_block(engine, fit, command))
+            path.write_text(head + preset_block(engine, preset, fit, command))
             written.append(path)
     return written
 
@@ -395,12 +450,13 @@ def main(argv: list[str] | None = None) -> None:
         recs = [r for r in simulated_base(systems, per_model, int(args.get("jobs", 2)), cost, client)
                 if r["status"] == "simulated"]
         source = f"{per_model} rows per (engine, model), simulated with the front-end time at zero"
-    off = decode_off(recs)
+    off, simulated = decode_off(recs), recs
     recs = [r for r in fittable(recs) if r["engine"] in wanted]
     doc = {"source": source, "systems": list(systems), "engines": {}}
     for engine in sorted({r["engine"] for r in recs}):
         doc["engines"][engine] = fit_engine([r for r in recs if r["engine"] == engine],
-                                            fitted if fitted is not None else FITTED[engine])
+                                            fitted if fitted is not None else FITTED[engine],
+                                            [r for r in simulated if r["engine"] == engine])
         doc["engines"][engine]["decode_off"] = off.get(engine, 0)
     if "search" in args:
         scale_search(doc, systems, int(args["search"]), int(args.get("jobs", 2)), cost, client)

@@ -2,7 +2,7 @@
 row's hardware, model, formats, TP/DP/EP, engine preset, one instance, a closed-loop traffic block),
 `load_run_config`, the scenario's workload and `simulate`. Cost model and host overhead (`conf/cost`) and the
 scenario's front-end delay (the `smoke` scenario's 2 ms) are the configured defaults; the engine preset's own
-front-end time (`frontend_*`, sim/core/instance/frontend.py) is fitted per engine (`fit.py`).
+front-end time (`frontend_*`, sim/core/instance/frontend.py) is fitted per serving preset (`fit.py`).
 
 The benchmark client (`clients.py`): a closed loop of the row's concurrency, `rounds` (default 10) requests per
 client, the warm-ups awaited before the measured run (so it starts from an idle server; the simulator has no

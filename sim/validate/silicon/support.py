@@ -127,17 +127,20 @@ def _kv_dtype(row: SiliconRow, weights: str, notes: list[str]) -> str:
 
 
 # The serving presets of the versions in the data (conf/engine/*_serve.yaml: the base preset's scheduler keys plus
-# the fitted front-end time, fit.py), by the base preset and the least version they serve.
-# vLLM from 0.14.0 schedules asynchronously by default (vllm_v1_async_serve).
-SERVE_PRESETS: dict[str, tuple[tuple[tuple[int, int], str], ...]] = {
+# the front-end time fitted on the rows each serves, fit.py), by the base preset and the least version they serve.
+# vLLM from 0.14.0 schedules asynchronously by default (vllm_v1_async_serve). SGLang from 0.5.9 keeps 0.5.x's
+# scheduler keys with its own front-end time (sglang_v059_serve: fit.py's module docstring says why).
+SERVE_PRESETS: dict[str, tuple[tuple[tuple[int, ...], str], ...]] = {
     "vllm_v1": (((0, 11), "vllm_v1_serve"), ((0, 14), "vllm_v1_async_serve")),
-    "sglang_v04": (((0, 5), "sglang_v05_serve"),), "trtllm": (((1, 0), "trtllm_v1_serve"),)}
-NEWEST_SERVE = {"vllm": "vllm_v1_async_serve", "sglang": "sglang_v05_serve", "trtllm": "trtllm_v1_serve"}
+    "sglang_v04": (((0, 5), "sglang_v05_serve"), ((0, 5, 9), "sglang_v059_serve")),
+    "trtllm": (((1, 0), "trtllm_v1_serve"),)}
+NEWEST_SERVE = {"vllm": "vllm_v1_async_serve", "sglang": "sglang_v059_serve", "trtllm": "trtllm_v1_serve"}
 
 
 def _serve_preset(base: str, version: str) -> str:
-    """`base`, or the serving preset of the newest least version the row's version reaches."""
-    major = tuple(int(x) for x in re.findall(r"\d+", version)[:2])
+    """`base`, or the serving preset of the newest least version the row's version reaches (major, minor, patch;
+    a suffix such as `.post1` ignored)."""
+    major = tuple(int(x) for x in re.findall(r"\d+", version)[:3])
     chosen = base
     for least, serve in SERVE_PRESETS.get(base, ()):
         if major >= least:

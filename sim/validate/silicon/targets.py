@@ -79,8 +79,10 @@ def fit_document(in_sample: list[dict], no_frontend: list[dict]) -> dict:
     for engine in sorted({r["engine"] for r in base}):
         at_entry = frontend_path(engine) == "entry"
         recs = [r for r in (refined if at_entry else base) if r["engine"] == engine]
+        scored = [r for r in (in_sample if at_entry else no_frontend)
+                  if r["engine"] == engine and r["status"] == "simulated"]
         if recs:
-            doc["engines"][engine] = fit_engine(recs, FITTED[engine])
+            doc["engines"][engine] = fit_engine(recs, FITTED[engine], scored)
             doc["engines"][engine]["decode_off"] = off["entry" if at_entry else "first_token"].get(engine, 0)
             doc["bases"][engine] = "in_sample, refined" if at_entry else "no_frontend"
     return doc
