@@ -37,8 +37,8 @@ the preset's front-end block (from its `# Front-end time` line to the end) with 
 and the errors, so a plain run uses them.
 
 `search=N`: the linear fit is then checked by simulation: N rows per (engine, model) are simulated with its
-coefficients scaled by each of `SCALES`, and each engine keeps the scale of least median |TTFT| + |TPOT| error
-(a coarse grid search on the one direction the additive view gets wrong: its feedback on the load).
+coefficients scaled by each of `fit_search.SCALES`, and each engine keeps the scale of least median |TTFT| +
+|TPOT| error (a coarse grid search on the one direction the additive view gets wrong: its feedback on the load).
 
 Reported: the in-sample error and leave-one-model-out (LOMO: each model scored with the coefficients fitted on the
 other models of its preset, or, where its preset served no other model, on the other models of the engine's other
@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import json
 import sys
-import textwrap
 from itertools import combinations
 from pathlib import Path
 
@@ -62,11 +61,15 @@ import numpy as np
 
 from inferplan.config.yaml_files import read_yaml_mapping
 from inferplan.errors import InputError, exit_on_input_error
+from sim.validate.silicon.fit_presets import PRESETS, write_presets
+from sim.validate.silicon.fit_search import scale_search, simulated_base
+from sim.validate.silicon.fit_terms import DECODE_OFF_PCT, KEYS, ZERO
 from sim.validate.silicon.runner import read_records
-from sim.validate.silicon.simulate_row import DEFAULT_CLIENT, client_option, cost_option
+from sim.validate.silicon.simulate_row import client_option, cost_option
 
-KEYS = ("frontend_per_request_s", "frontend_per_prompt_token_s", "frontend_per_stream_s", "frontend_per_prefill_s",
-        "frontend_per_prefill_stream_s", "frontend_per_step", "frontend_per_step_token")
+__all__ = ["DECODE_OFF_PCT", "FITTED", "KEYS", "PRESETS", "SYSTEMS", "ZERO", "decode_off", "fit_engine", "fit_l1",
+           "fittable", "main", "without_frontend"]
+
 # The terms each engine's fit takes by default (indices into KEYS; `terms=` picks others, for every engine).
 # vLLM: seconds per prompt token (tokenising and hashing the prompt: 16 us per token fitted), the prompt's own
 # prefill price per stream held (it waits behind the other streams' prefills) and iterations (a near-constant
@@ -87,7 +90,6 @@ TOKEN_PREFILL_STEP_TERMS = (1, 4, 5)
 REQUEST_STREAM_STEP_TOKEN_TERMS = (0, 2, 6)
 PREFILL_ONLY_TERMS = (3, 4)
 FITTED = {"vllm": TOKEN_PREFILL_STEP_TERMS, "trtllm": PREFILL_ONLY_TERMS, "sglang": REQUEST_STREAM_STEP_TOKEN_TERMS}
-ZERO = {k: 0.0 for k in KEYS}
 SYSTEMS = ("h100_sxm", "h200_sxm")
 
 
@@ -107,14 +109,6 @@ def features(rec: dict) -> np.ndarray:
     prefill_s, step_s = (_finite(rec.get(k)) for k in ("sim_prefill_alone_s", "sim_tpot_p50_s"))
     tokens = 0.9 * rec["isl_tokens"]
     return np.array([1.0, tokens, streams, prefill_s, prefill_s * streams, step_s, step_s * tokens])
-
-
-# A row whose simulated decode misses the measured TPOT by more than this (%) is not fitted: the front-end terms
-# explain TTFT beyond kernels that run as the row records them, and a decode step off by more than half says the
-# run was not what its columns record (the H100 vLLM gpt-oss-120b 512-client rows had ~100 requests in flight; the
-# H100 TensorRT-LLM gpt-oss-120b Dynamo rows' TPOT is 3-4x the same engine's on H200: docs/validation.md). Those
-# rows stay in the matrix and its scores; only the fits leave them out.
-DECODE_OFF_PCT = 50.0
 
 
 def _decode_is_off(rec: dict) -> bool:
@@ -285,140 +279,6 @@ def base_frontend(rows_csv: Path) -> str:
     except (OSError, ValueError, AttributeError):
         return "preset"
     return str(options.get("frontend") or "preset")
-
-
-def subsample_plans(systems: tuple[str, ...], per_model: int) -> list:
-    """`per_model` rows per (engine, model), spread over concurrency and shape."""
-    from sim.validate.silicon.support import RowPlan, plan_row
-    from sim.validate.silicon.table import CSV_PATH, read_table
-
-    groups: dict[tuple, list[RowPlan]] = {}
-    for row in read_table(CSV_PATH):
-        if row.system in systems:
-            p = plan_row(row)
-            if isinstance(p, RowPlan):
-                groups.setdefault((row.engine, row.model), []).append(p)
-    plans = []
-    for _, ps in sorted(groups.items()):
-        ps.sort(key=lambda p: (p.row.clients, p.row.isl_tokens, p.row.osl_tokens, p.row.id))
-        take = np.unique(np.linspace(0, len(ps) - 1, min(per_model, len(ps))).round().astype(int))
-        plans += [ps[i] for i in take]
-    return plans
-
-
-def simulate_plans(plans: list, engine_keys: dict, jobs: int, cost: str | None = None,
-                   client: str = DEFAULT_CLIENT) -> list[dict]:
-    """Records of `plans` simulated with the front-end keys `engine_keys[<the plan's serving preset>]` overridden
-    (`cost`, `client`: as the matrix's options of those names; give the ones the `base=` run was made with)."""
-    from sim.validate.silicon.runner import simulated_record
-    from sim.validate.silicon.simulate_row import simulate_safely
-    from sim.workers import WorkerPool
-
-    pool = WorkerPool(jobs)
-    by_id = {p.row.id: p for p in plans}
-    try:
-        out = [simulated_record(by_id[i], res) for i, res in
-               pool.run(simulate_safely, ((p.row.id, (p, 10, engine_keys[p.engine], cost, client))
-                                          for p in plans), in_flight=jobs)]
-    finally:
-        pool.close()
-    return out
-
-
-def simulated_base(systems: tuple[str, ...], per_model: int, jobs: int, cost: str | None = None,
-                   client: str = DEFAULT_CLIENT) -> list[dict]:
-    """`per_model` rows per (engine, model), simulated with the front-end time at zero."""
-    plans = subsample_plans(systems, per_model)
-    return simulate_plans(plans, {p.engine: ZERO for p in plans}, jobs, cost, client)
-
-
-SCALES = (0.4, 0.6, 0.8, 1.0)
-
-
-def scale_search(doc: dict, systems: tuple[str, ...], per_model: int, jobs: int, cost: str | None = None,
-                 client: str = DEFAULT_CLIENT) -> None:
-    """The additive fit ignores that a delayed request lightens the load behind it, and its queueing feedback
-    (a closed loop's arrivals bunch): simulate a subsample with the fitted coefficients x each of SCALES and keep
-    the scale of least median |TTFT error| + median |TPOT error| (each engine on its own rows)."""
-    plans = subsample_plans(systems, per_model)
-    plans = [p for p in plans if p.row.engine in doc["engines"]]
-    results: dict[str, list] = {e: [] for e in doc["engines"]}
-    for k in SCALES:
-        keys = {p: {n: v * k for n, v in fp["values"].items()} for f in doc["engines"].values()
-                for p, fp in f["presets"].items()}
-        keys |= {p.engine: dict(ZERO) for p in plans if p.engine not in keys}
-        recs = [r for r in simulate_plans(plans, keys, jobs, cost, client) if r["status"] == "simulated"]
-        for e in doc["engines"]:
-            mine = [r for r in recs if r["engine"] == e]
-            ttft = float(np.median(np.abs([r["ttft_error_pct"] for r in mine])))
-            tpot = float(np.median(np.abs([r["tpot_error_pct"] for r in mine])))
-            results[e].append({"scale": k, "rows": len(mine), "ttft_median_abs_pct": round(ttft, 1),
-                               "tpot_median_abs_pct": round(tpot, 1)})
-            print(f"scale {k}: {e} {len(mine)} rows, TTFT {ttft:.1f}%, TPOT {tpot:.1f}%", file=sys.stderr, flush=True)
-    for e, f in doc["engines"].items():
-        best = min(results[e], key=lambda r: r["ttft_median_abs_pct"] + r["tpot_median_abs_pct"])
-        for fp in f["presets"].values():
-            fp["linear_values"] = dict(fp["values"])
-            fp["values"] = {n: v * best["scale"] for n, v in fp["values"].items()}
-        f["scale_search"] = {"rows_per_model": per_model, "candidates": results[e], "chosen": best["scale"]}
-
-
-# engine -> its serving presets (conf/engine/*_serve.yaml; `support.SERVE_PRESETS` picks a row's by its version):
-# each preset gets the fit on the rows it served (`fit_engine`)
-PRESETS = {"vllm": ("vllm_v1_serve", "vllm_v1_async_serve"), "sglang": ("sglang_v05_serve", "sglang_v059_serve"),
-           "trtllm": ("trtllm_v1_serve",)}
-MARK = "# Front-end time (sim/core/instance/frontend.py)"
-
-
-def preset_block(engine: str, preset: str, fit: dict, command: str) -> str:
-    """The yaml block of one serving preset's fitted front-end time (`fit`: its engine's document), documented."""
-    mine = fit["presets"][preset]
-    v, ins, out = mine["values"], mine["in_sample"], mine["held_out"]
-    held = "leave-one-model-out" if fit["held_out_by"] == "model" else "leave-one-ISL-out: one model in the data"
-    across = sorted(m for m, e in mine["held_out_each"].items() if e.get("fitted_on") == "engine")
-    off = (f"\n# ({fit['decode_off']} {engine} rows left out: simulated TPOT off by more than {DECODE_OFF_PCT:g}%).\n"
-           if fit.get("decode_off") else ".\n")
-    other = f", {', '.join(across)} on the engine's other presets' rows: no other model here" if across else ""
-    return (f"{MARK}: no published per-request measurement for these\n"
-            "# versions, so FITTED, one fit per serving preset (the engine versions it serves; never per model):\n"
-            f"# {command}\n"
-            f"# Rows: {mine['rows']} simulated H100/H200 {engine} rows of this preset, models "
-            f"{', '.join(mine['models'])}{off}"
-            f"# TTFT median |err| {mine['before']['median_abs_pct']}% (no front-end time) -> "
-            f"{ins['median_abs_pct']}% in sample, {out['median_abs_pct']}% held out\n"
-            + "".join(f"# {line}\n" for line in textwrap.wrap(
-                f"({held}{other}; held-out bias {out['bias_pct']}%; additive predictions of the linear fit).", 110))
-            + _search_note(fit)
-            + "".join(f"# {line}\n" for line in textwrap.wrap(f"Fitted: {', '.join(fit['terms'])}; the other keys 0.",
-                                                               110))
-            + "# No term scales a kernel time: the per-step terms "
-            "count the instance's iterations (frontend.py), the per-prefill\n# ones follow the prompt's own prefill "
-            "price.\n" + "".join(f"{k}: {v[k]:.4g}\n" for k in KEYS))
-
-
-def _search_note(fit: dict) -> str:
-    search = fit.get("scale_search")
-    if not search:
-        return ""
-    chosen = next(c for c in search["candidates"] if c["scale"] == search["chosen"])
-    return (f"# Scale search (simulated, {chosen['rows']} rows): the linear fit x {search['chosen']} "
-            f"(of {', '.join(str(c['scale']) for c in search['candidates'])}): TTFT {chosen['ttft_median_abs_pct']}%, "
-            f"TPOT {chosen['tpot_median_abs_pct']}% on those rows.\n"
-            + (f"# {search['note']}\n" if search.get("note") else ""))
-
-
-def write_presets(doc: dict, command: str) -> list[Path]:
-    from sim.resolve import ENGINE_DIR
-
-    written = []
-    for engine, fit in doc["engines"].items():
-        for preset in fit["presets"]:
-            path = ENGINE_DIR / f"{preset}.yaml"
-            text = path.read_text()
-            head = text[:text.index(MARK)] if MARK in text else text
-            path.write_text(head + preset_block(engine, preset, fit, command))
-            written.append(path)
-    return written
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -29,14 +29,13 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 from inferplan.config.yaml_files import read_yaml_mapping
 from inferplan.errors import InputError, exit_on_input_error
 from inferplan.interrupts import Interrupted, signals_raise
 from sim.validate.silicon.cli import flag, key_values, positive
-from sim.validate.silicon.fit import (DECODE_OFF_PCT, FITTED, PRESETS, SYSTEMS, ZERO, decode_off, fit_engine,
+from sim.validate.silicon.fit import (DECODE_OFF_PCT, FITTED, SYSTEMS, ZERO, decode_off, fit_engine,
                                       fittable, without_frontend)
+from sim.validate.silicon.fit_presets import PRESETS
 from sim.validate.silicon.held_out import HeldOut
 from sim.validate.silicon.report import write_outputs
 from sim.validate.silicon.runner import run_matrix
