@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from sim.validate.silicon.beyond import beyond, collection_of, main
+from sim.validate.silicon.beyond import beyond, main
+from sim.validate.silicon.clients import collection_of
 from sim.validate.silicon.fit import KEYS
 from sim.validate.silicon.runner import FIELDS
 

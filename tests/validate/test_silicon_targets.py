@@ -66,6 +66,11 @@ def test_the_targets_are_the_held_out_matrix_figures(scored):
         for key, fig in s["by_model"].items():
             assert fig["rows"] == 1 and fig["ttft_median_abs_pct"] == round(
                 by_model[key]["ttft"]["median_abs_pct"], 1)
+        # By collection: the three Qwen3-32B rows are AIConfigurator's gap-analysis ones, the others InferenceX's.
+        gap = [r for r in recs if r["model"] == "Qwen3-32B"]
+        assert {k: v["rows"] for k, v in s["by_collection"].items()} == {"gap-analysis": 3, "inferencex": 3}
+        assert s["by_collection"]["gap-analysis"]["ttft_median_abs_pct"] == round(
+            summarize(gap)["ttft"]["median_abs_pct"], 1)
     # The held-out matrix ran with other coefficients than the presets': its TTFTs differ from in-sample ones.
     ins = {r["id"]: r["sim_ttft_p50_s"] for r in read_records(scored / "in_sample" / "rows.csv")}
     held = {r["id"]: r["sim_ttft_p50_s"] for r in read_records(scored / "held_out" / "rows.csv")}

@@ -27,7 +27,7 @@ import numpy as np
 
 from inferplan.errors import InputError, exit_on_input_error
 from sim.validate.silicon.cli import key_values, positive
-from sim.validate.silicon.clients import GAP_ANALYSIS_MARK
+from sim.validate.silicon.clients import collection_of
 from sim.validate.silicon.fit import DECODE_OFF_PCT, KEYS
 from sim.validate.silicon.runner import read_records
 from sim.validate.silicon.table import CSV_PATH, read_table
@@ -35,14 +35,6 @@ from sim.validate.silicon.table import CSV_PATH, read_table
 SCHEMA = "inferplan.silicon_beyond/1"
 OPTIONS = ("clients", "csv", "out")
 LIGHT_CLIENTS = 8
-
-
-def collection_of(source: str) -> str:
-    """Where a row was measured, from its `silicon_data_source`: `gap-analysis` (AIConfigurator's own collection),
-    `inferencex` (the InferenceX dumps) or `unrecorded`."""
-    if not source:
-        return "unrecorded"
-    return "gap-analysis" if GAP_ANALYSIS_MARK in source else "inferencex"
 
 
 def rows_path(given: Path) -> Path:

@@ -56,6 +56,14 @@ def client_of(row: SiliconRow, choice: str) -> str:
     return "fixed" if GAP_ANALYSIS_MARK in row.source else "inferencex"
 
 
+def collection_of(source: str) -> str:
+    """Where a row was measured, from its `silicon_data_source`: `gap-analysis` (AIConfigurator's own collection),
+    `inferencex` (the InferenceX dumps) or `unrecorded`."""
+    if not source:
+        return "unrecorded"
+    return "gap-analysis" if GAP_ANALYSIS_MARK in source else "inferencex"
+
+
 def traffic(row: SiliconRow, client: str, rounds: int) -> dict:
     """The closed-loop traffic block of `row` as `client` sent it: its clients, rounds x clients requests."""
     low_ratio = {"inferencex": INFERENCEX_RANGE_RATIO, "fixed": 1.0}[client]

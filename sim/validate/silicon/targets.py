@@ -1,4 +1,4 @@
-"""The issue's targets scored in one command, each model with its own rows left out of its engine's front-end fit.
+"""The issue's targets scored in one command, each model with its own rows left out of its preset's front-end fit.
 
 `python -m sim.validate.silicon.targets [jobs=N] [out=<dir>] [resume=true] [csv=<file>] [ids=a,b]`
 
@@ -7,18 +7,19 @@ Four steps over the H100/H200 rows (`SYSTEMS`), each a matrix under `<out>/<step
 
 1. `in_sample`: every row with the engine presets as shipped (their fitted front-end time).
 2. `no_frontend`: every row with the front-end time at zero (`frontend=none`).
-3. `fit.json`: each engine's front-end terms (`fit.FITTED`) fitted once per left-out model (`fit.fit_engine`). An
+3. `fit.json`: each serving preset's front-end terms (`fit.FITTED`, by engine) fitted once per left-out model
+   (`fit.fit_engine`). An
    engine whose delay sits on the first token's path (`frontend_path: first_token`: vLLM, TensorRT-LLM) is fitted on
    `no_frontend`: the delay does not change its iterations, so the linear view is exact up to the client's next
    send. An engine whose delay sits at entry (SGLang) is fitted on `in_sample` with the presets' delays taken out
    (`refine`): there the delay changes the iterations (it bunches the closed loop), which only a simulation that
    carried it shows.
-4. `held_out`: every row with its engine's front-end time fitted without the row's own model (`held_out.py`).
+4. `held_out`: every row with its preset's front-end time fitted without the row's own model (`held_out.py`).
 
 Then the targets of issue 41 on `held_out` (`TARGETS`): TTFT and TPOT median |error|, the partitions (hardware x
 engine x model x shape) whose TTFT median |error| is beyond 30%, and the share of the H100/H200 rows simulated;
-`in_sample` beside them. Printed, and written to `<out>/targets.json`. The figures are outcomes: the command
-exits 0 whether or not a target is met. `resume=true` with the same `out` keeps each step's finished rows.
+`in_sample` beside them, and both by engine and model and by collection (`clients.collection_of`). Printed, and
+written to `<out>/targets.json`. The figures are outcomes: the command exits 0 whether or not a target is met. `resume=true` with the same `out` keeps each step's finished rows.
 Ctrl-C keeps what finished and exits 130. Bad input: one line, exit 2. `ids=` scores a few rows only (a check of
 the procedure; the targets are the whole set's).
 """
@@ -33,6 +34,7 @@ from inferplan.config.yaml_files import read_yaml_mapping
 from inferplan.errors import InputError, exit_on_input_error
 from inferplan.interrupts import Interrupted, signals_raise
 from sim.validate.silicon.cli import flag, key_values, positive
+from sim.validate.silicon.clients import collection_of
 from sim.validate.silicon.fit import (DECODE_OFF_PCT, FITTED, SYSTEMS, ZERO, decode_off, fit_engine,
                                       fittable, without_frontend)
 from sim.validate.silicon.fit_presets import PRESETS
@@ -87,19 +89,26 @@ def fit_document(in_sample: list[dict], no_frontend: list[dict]) -> dict:
     return doc
 
 
-def score(records: list[dict], rows_total: int) -> dict:
-    """The targets' figures of one matrix's records."""
+def _figures(groups: dict) -> dict:
+    return {k: {"rows": v["rows"], "ttft_median_abs_pct": round(v["ttft"]["median_abs_pct"], 1),
+                "ttft_bias_pct": round(v["ttft"]["bias_pct"], 1),
+                "tpot_median_abs_pct": round(v["tpot"]["median_abs_pct"], 1)} for k, v in groups.items()}
+
+
+def score(records: list[dict], rows_total: int, collections: dict[str, str] | None = None) -> dict:
+    """The targets' figures of one matrix's records (`collections`: row id -> where it was measured,
+    `clients.collection_of`; rows it lacks are `unrecorded`)."""
     from sim.validate.silicon.metrics import grouped, partition, summarize
 
     simulated = [r for r in records if r["status"] == "simulated"]
     overall = summarize(simulated)
     parts = grouped(simulated, partition)
     over = sorted(p for p, s in parts.items() if s["ttft"]["median_abs_pct"] > PARTITION_LIMIT_PCT)
-    # Per engine and model: where the held-out error sits (each model is left out of its own engine's fit).
-    models = {k: {"rows": v["rows"], "ttft_median_abs_pct": round(v["ttft"]["median_abs_pct"], 1),
-                  "ttft_bias_pct": round(v["ttft"]["bias_pct"], 1),
-                  "tpot_median_abs_pct": round(v["tpot"]["median_abs_pct"], 1)}
-              for k, v in grouped(simulated, lambda r: f"{r['engine']} {r['model']}").items()}
+    # Per engine and model: where the held-out error sits (each model is left out of its own engine's fit); per
+    # collection: the two collections were measured by different clients and engine versions.
+    models = _figures(grouped(simulated, lambda r: f"{r['engine']} {r['model']}"))
+    where = collections or {}
+    by_collection = _figures(grouped(simulated, lambda r: where.get(r["id"], "unrecorded")))
     return {"rows": rows_total, "simulated": len(simulated),
             "simulated_pct": round(100.0 * len(simulated) / rows_total, 1) if rows_total else float("nan"),
             "ttft_median_abs_pct": round(overall["ttft"]["median_abs_pct"], 1),
@@ -107,7 +116,7 @@ def score(records: list[dict], rows_total: int) -> dict:
             "ttft_bias_pct": round(overall["ttft"]["bias_pct"], 1),
             "tpot_bias_pct": round(overall["tpot"]["bias_pct"], 1),
             "partitions": len(parts), "partitions_ttft_over_30": len(over), "partitions_over_30": over,
-            "by_model": models}
+            "by_model": models, "by_collection": by_collection}
 
 
 def verdicts(held_out: dict) -> list[dict]:
@@ -119,10 +128,20 @@ def verdicts(held_out: dict) -> list[dict]:
     return out
 
 
+def _group_lines(held: dict, ins: dict) -> list[str]:
+    nan = {"ttft_median_abs_pct": float("nan"), "ttft_bias_pct": float("nan")}
+    out = []
+    for key, h in held.items():
+        i = ins.get(key, nan)
+        out.append(f"    {key:28s} {h['ttft_median_abs_pct']:5.1f}% ({h['ttft_bias_pct']:+6.1f}) | "
+                   f"{i['ttft_median_abs_pct']:5.1f}% ({i['ttft_bias_pct']:+6.1f}); {h['rows']}")
+    return out
+
+
 def text(doc: dict) -> str:
     ins, ho = doc["in_sample"], doc["held_out"]
     lines = [f"targets (issue 41), {ho['simulated']} of {ho['rows']} H100/H200 rows simulated "
-             f"({ho['simulated_pct']}%): held out (each model left out of its engine's fit) | in sample"]
+             f"({ho['simulated_pct']}%): held out (each model left out of its preset's fit) | in sample"]
     for v in doc["targets"]:
         name = v["figure"]
         lines.append(f"  {name:28s} {v['value']!s:>6} {v['target']:>8}  {'met' if v['met'] else 'NOT met':8s}"
@@ -131,12 +150,9 @@ def text(doc: dict) -> str:
     if off := {e: n for e, n in doc.get("decode_off", {}).items() if n}:
         lines.append(f"  left out of the fits (simulated TPOT off by more than {DECODE_OFF_PCT:g}%): "
                      + ", ".join(f"{e} {n} rows" for e, n in off.items()))
-    lines.append("  by engine and model, TTFT median |error| (bias) held out | in sample; rows:")
-    nan = {"ttft_median_abs_pct": float("nan"), "ttft_bias_pct": float("nan")}
-    for key, h in ho["by_model"].items():
-        i = ins["by_model"].get(key, nan)
-        lines.append(f"    {key:28s} {h['ttft_median_abs_pct']:5.1f}% ({h['ttft_bias_pct']:+6.1f}) | "
-                     f"{i['ttft_median_abs_pct']:5.1f}% ({i['ttft_bias_pct']:+6.1f}); {h['rows']}")
+    for title, key in (("engine and model", "by_model"), ("collection", "by_collection")):
+        lines.append(f"  by {title}, TTFT median |error| (bias) held out | in sample; rows:")
+        lines += _group_lines(ho.get(key, {}), ins.get(key, {}))
     if ho["partitions_over_30"]:
         lines.append("  held-out partitions with TTFT beyond 30%: " + "; ".join(ho["partitions_over_30"]))
     return "\n".join(lines)
@@ -178,7 +194,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"interrupted: the finished steps and rows are kept under {out} (resume=true goes on)",
               file=sys.stderr)
         raise SystemExit(stop.exit_code) from None
-    scores = {"in_sample": score(in_sample, len(rows)), "held_out": score(held_out, len(rows))}
+    collections = {r.id: collection_of(r.source) for r in rows}
+    scores = {"in_sample": score(in_sample, len(rows), collections),
+              "held_out": score(held_out, len(rows), collections)}
     doc = {**scores, "targets": verdicts(scores["held_out"]), "bases": fits["bases"],
            "decode_off": {e: f["decode_off"] for e, f in fits["engines"].items()},
            "steps": {s: str(out / s) for s in ("in_sample", "no_frontend", "held_out")}, "fit": str(out / "fit.json")}
