@@ -19,9 +19,9 @@ Four steps over the H100/H200 rows (`SYSTEMS`), each a matrix under `<out>/<step
 Then the targets of issue 41 on `held_out` (`TARGETS`): TTFT and TPOT median |error|, the partitions (hardware x
 engine x model x shape) whose TTFT median |error| is beyond 30%, and the share of the H100/H200 rows simulated;
 `in_sample` beside them, and both by engine and model and by collection (`clients.collection_of`). Printed, and
-written to `<out>/targets.json`. The figures are outcomes: the command exits 0 whether or not a target is met. `resume=true` with the same `out` keeps each step's finished rows.
-Ctrl-C keeps what finished and exits 130. Bad input: one line, exit 2. `ids=` scores a few rows only (a check of
-the procedure; the targets are the whole set's).
+written to `<out>/targets.json`. The figures are outcomes: the command exits 0 whether or not a target is met.
+`resume=true` with the same `out` keeps each step's finished rows. Ctrl-C keeps what finished and exits 130. Bad
+input: one line, exit 2. `ids=` scores a few rows only (a check of the procedure; the targets are the whole set's).
 """
 from __future__ import annotations
 
