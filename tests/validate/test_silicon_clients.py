@@ -228,3 +228,22 @@ def test_each_serving_preset_is_fitted_on_its_own_rows_and_a_lone_model_held_out
     assert old["held_out_each"]["A"]["fitted_on"] == "engine"
     assert old["held_out_each"]["A"]["frontend_per_request_s"] == pytest.approx(0.25, rel=1e-6)
     assert fits["in_sample"]["median_abs_pct"] == 0.0 and fits["held_out"]["rows"] == 18
+
+
+def test_the_fit_of_the_same_rows_in_another_order_is_the_same_bit_for_bit():
+    """A matrix writes its rows as they finish (jobs > 1: in a varying order); the fit sorts them first, so the
+    same rows give the same coefficients exactly."""
+    import random
+
+    from sim.validate.silicon.fit import FITTED, fit_engine
+
+    rows = []
+    for i, model in enumerate(["A", "B", "C"] * 20):
+        isl, tpot_s, sim_s = (1024, 4096, 8192)[i % 3], 0.005 + 0.0041 * (i % 7), 0.05 + 0.013 * (i % 11)
+        clients, prefill_s = (4, 16, 32, 64)[(i // 3) % 4], 0.02 + 0.017 * (i % 5)
+        rows.append({"id": f"r{i}", "model": model, "preset": "x", "isl_tokens": isl, "clients": clients,
+                     "sim_prefill_alone_s": prefill_s, "sim_ttft_p50_s": sim_s, "sim_tpot_p50_s": tpot_s,
+                     "measured_ttft_s": sim_s * (1.7 + 0.31 * (i % 13) / 13) + 1.3e-05 * isl})
+    shuffled = rows[:]
+    random.Random(3).shuffle(shuffled)
+    assert fit_engine(shuffled, FITTED["vllm"]) == fit_engine(rows, FITTED["vllm"])

@@ -219,3 +219,14 @@ def test_rows_frame_keeps_numbers_numeric_beside_empty_and_nan_cells(tmp_path):
     assert frame["sim_ttft_p50_s"].dtype == float and frame["sim_ttft_p50_s"].isna().tolist() == [False, True, True]
     assert frame["reason"].tolist() == ["", "", "fp4_units"]
     frame.to_parquet(tmp_path / "rows.parquet", index=False)
+
+
+def test_a_summary_is_the_same_bit_for_bit_whatever_the_order_of_its_rows():
+    import random
+
+    rng = random.Random(5)
+    errors = [rng.uniform(-1.0, 1.0) * 10.0 ** rng.randint(-3, 3) for _ in range(400)]
+    shuffled = errors[:]
+    rng.shuffle(shuffled)
+    assert sum(shuffled) != sum(errors)  # (summed in another order: other last bits)
+    assert summary(shuffled) == summary(errors)

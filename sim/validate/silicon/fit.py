@@ -241,6 +241,9 @@ def fit_engine(recs: list[dict], fitted: tuple[int, ...], scored: list[dict] | N
     error and its leave-one-model-out (or -ISL-out) coefficients and error (`_fit_preset`); the engine's figures
     pool its presets' rows. `scored`: the engine's simulated records, fittable or not: every (preset, model) among
     them gets held-out coefficients (a model whose rows in a preset are all left out of the fit is still scored)."""
+    # In row-id order: a matrix writes its rows as they finish, and the sums of a fit in another order differ in
+    # their last bits (the same rows must give the same coefficients, bit for bit).
+    recs = sorted(recs, key=lambda r: r["id"])
     models = sorted({r["model"] for r in recs})
     by = "model" if len(models) > 1 else "isl_tokens"
     presets, errs = {}, []

@@ -32,8 +32,10 @@ def band(clients: int) -> str:
 
 
 def summary(errors_pct: Iterable[float]) -> dict:
-    """`{rows, median_abs_pct, mape_pct, bias_pct}` over the finite errors (NaN figures when there are none)."""
-    e = np.array([x for x in errors_pct if math.isfinite(x)], dtype=np.float64)
+    """`{rows, median_abs_pct, mape_pct, bias_pct}` over the finite errors (NaN figures when there are none). The
+    errors are sorted first: a matrix's records come in the order its rows finished, and a mean summed in another
+    order differs in its last bits (the same rows must give the same figures)."""
+    e = np.sort(np.array([x for x in errors_pct if math.isfinite(x)], dtype=np.float64))
     if not e.size:
         return {"rows": 0, "median_abs_pct": math.nan, "mape_pct": math.nan, "bias_pct": math.nan}
     return {"rows": int(e.size), "median_abs_pct": float(np.median(np.abs(e))), "mape_pct": float(np.mean(np.abs(e))),
