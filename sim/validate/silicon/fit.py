@@ -209,12 +209,12 @@ def _arrays(recs: list[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _fit_preset(mine: list[dict], others: list[dict], fitted: tuple[int, ...], by: str,
-                served: set[str] = frozenset()) -> tuple[dict, list]:
+                served: set[str] = frozenset()) -> tuple[dict, tuple[np.ndarray, ...]]:
     """One serving preset's fit on its own rows `mine`, and its held-out coefficients per `by` value (model, or
     input length for an engine with one model; `served`: models the preset also ran whose rows are not fitted, so
     that they are scored too): fitted on the preset's rows without that value, or, where the preset has none, on
-    the engine's other presets' rows without it (`fitted_on`). Returns (the preset's document, [(held-out errors,
-    in-sample errors, errors with no front-end time)])."""
+    the engine's other presets' rows without it (`fitted_on`). Returns (the preset's document, (held-out errors,
+    in-sample errors, errors with no front-end time))."""
     x, sim, meas = _arrays(mine)
     c = _fit(x, sim, meas, fitted)
     per, held = {}, []
@@ -232,7 +232,7 @@ def _fit_preset(mine: list[dict], others: list[dict], fitted: tuple[int, ...], b
            "models": sorted({r["model"] for r in mine}), "before": summary(before),
            "in_sample": summary(errors_pct(x, sim, meas, c)), "held_out": summary(np.concatenate(held)),
            "held_out_each": per}
-    return doc, [(np.concatenate(held), errors_pct(x, sim, meas, c), before)]
+    return doc, (np.concatenate(held), errors_pct(x, sim, meas, c), before)
 
 
 def fit_engine(recs: list[dict], fitted: tuple[int, ...], scored: list[dict] | None = None) -> dict:
@@ -251,7 +251,7 @@ def fit_engine(recs: list[dict], fitted: tuple[int, ...], scored: list[dict] | N
         mine = [r for r in recs if r["preset"] == preset]
         served = {r["model"] for r in scored or () if r["preset"] == preset}
         presets[preset], e = _fit_preset(mine, [r for r in recs if r["preset"] != preset], fitted, by, served)
-        errs += e
+        errs.append(e)
     held, ins, before = (np.concatenate([e[i] for e in errs]) for i in range(3))
     return {"terms": [KEYS[i] for i in fitted], "rows": len(recs), "models": models, "presets": presets,
             "before": summary(before), "in_sample": summary(ins), "held_out_by": by, "held_out": summary(held)}

@@ -8,12 +8,11 @@ Four steps over the H100/H200 rows (`SYSTEMS`), each a matrix under `<out>/<step
 1. `in_sample`: every row with the engine presets as shipped (their fitted front-end time).
 2. `no_frontend`: every row with the front-end time at zero (`frontend=none`).
 3. `fit.json`: each serving preset's front-end terms (`fit.FITTED`, by engine) fitted once per left-out model
-   (`fit.fit_engine`). An
-   engine whose delay sits on the first token's path (`frontend_path: first_token`: vLLM, TensorRT-LLM) is fitted on
-   `no_frontend`: the delay does not change its iterations, so the linear view is exact up to the client's next
-   send. An engine whose delay sits at entry (SGLang) is fitted on `in_sample` with the presets' delays taken out
-   (`refine`): there the delay changes the iterations (it bunches the closed loop), which only a simulation that
-   carried it shows.
+   (`fit.fit_engine`). An engine whose delay sits on the first token's path (`frontend_path: first_token`: vLLM,
+   TensorRT-LLM) is fitted on `no_frontend`: the delay does not change its iterations, so the linear view is exact
+   up to the client's next send. An engine whose delay sits at entry (SGLang) is fitted on `in_sample` with the
+   presets' delays taken out (`refine`): there the delay changes the iterations (it bunches the closed loop), which
+   only a simulation that carried it shows.
 4. `held_out`: every row with its preset's front-end time fitted without the row's own model (`held_out.py`).
 
 Then the targets of issue 41 on `held_out` (`TARGETS`): TTFT and TPOT median |error|, the partitions (hardware x
