@@ -24,6 +24,7 @@ from inferplan.config.build import build
 from inferplan.config.component import Component
 from inferplan.config.deployment import Deployment
 from inferplan.config.engine import DOC_KEYS, MEMORY_KEYS, POLICY_KEYS, RULE_KEYS, EnginePreset, graph_sizes
+from inferplan.config.engine_memory import ACCOUNTINGS, FRACTION_RULES
 from inferplan.config.fleet import ColdStart, ClassSlo, OverloadConfig, PlanStep, RollingPlan, Route
 from inferplan.config.run import (CostConfig, FleetSetup, PoolConfig, PoolSetup, SchedulerSettings, Setting)
 from inferplan.config.yaml_files import read_yaml_mapping
@@ -139,6 +140,10 @@ def engine_preset(pool_engine, group_engine: dict | None, where: str) -> EngineP
         spec["gpu_memory_utilization_by_tp"] = checked(
             where, "engine.gpu_memory_utilization_by_tp", "write {tp: fraction, ...}, e.g. {1: 0.88, 8: 0.83}",
             lambda: tuple((int(k), float(v)) for k, v in by_tp.items()))
+    for key, allowed in (("mem_fraction_rule", FRACTION_RULES), ("memory_accounting", ACCOUNTINGS)):
+        if spec.get(key) is not None and spec[key] not in allowed:
+            raise InputError(f"conf/engine/{spec.get('name')}.yaml", key, f"{spec[key]!r} is not known",
+                             f"one of {', '.join(allowed)}")
     hybrid = spec.get("overlap_linear_attention")
     if hybrid is not None and hybrid not in OVERLAPS:
         raise InputError(f"conf/engine/{spec.get('name')}.yaml", "overlap_linear_attention", f"{hybrid!r} is not "
@@ -155,11 +160,18 @@ def resolve_pool(name: str, p: PoolConfig, raw: Raw) -> PoolSetup:
     blocks = raw.blocks.get(name, {})
     hardware, model = load_hardware(p.hardware), load_model(p.model)
     engine = engine_preset(blocks.get("engine"), raw.engine, where).for_model(model.linear_attention is not None)
+    if p.memory_accounting not in ACCOUNTINGS:
+        raise InputError(f"scenario/{raw.scenario}", f"pools.{name}.memory_accounting",
+                         f"{p.memory_accounting!r} is not known", f"one of {', '.join(ACCOUNTINGS)}")
+    dep, profile, why, generation = pricing_inputs(p, blocks.get("deployment"), hardware, raw.cost, where, engine)
     spec = p
-    if not engine.generic:  # the engine's memory defaults replace the pool's
-        util, block = engine.memory_settings(p.tp, p.gpu_memory_utilization, p.block_size_tokens)
+    if not engine.generic:  # the engine's memory defaults and accounting replace the pool's
+        util, block = engine.memory_settings(p.tp, p.gpu_memory_utilization, p.block_size_tokens,
+                                             hardware.memory_bytes, dep.pp, dep.dp)
         spec = dataclasses.replace(spec, gpu_memory_utilization=util, block_size_tokens=block,
-                                   kv_free_memory_fraction=engine.kv_free_fraction())
+                                   kv_free_memory_fraction=engine.kv_free_fraction(),
+                                   memory_accounting=engine.memory_accounting,
+                                   sampler_peak_bytes=engine.sampler_peak_bytes(model.vocab_size))
     batching_name = p.batching_policy or raw.batching_name
     base = raw.batching if batching_name == raw.batching_name else _policy_defaults(batching_name)
     own = dict(blocks.get("batching") or {})
@@ -175,7 +187,6 @@ def resolve_pool(name: str, p: PoolConfig, raw: Raw) -> PoolSetup:
     cold = blocks.get("cold_start")
     cold_start = checked(where, "cold_start", "valid keys: " + ", ".join(ColdStart.__dataclass_fields__),
                          lambda: ColdStart(**(cold or {})))
-    dep, profile, why, generation = pricing_inputs(p, blocks.get("deployment"), hardware, raw.cost, where, engine)
     if not engine.generic:  # the engine's budget, dp of them where each DP rank schedules its own
         token_budget = engine.token_budget(model.max_context_tokens, dep.dp)
     file = f"scenario/{raw.scenario}"

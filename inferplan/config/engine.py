@@ -13,18 +13,23 @@ engine version and the source of each default):
   frontend_per_prefill_stream_s, frontend_per_step, frontend_per_step_token,
   frontend_path (sim/core/instance/frontend.py: the API server's time, before the scheduler or on the first
   token's way to the client), swap_space_gib,
-  gpu_memory_utilization (+ gpu_memory_utilization_by_tp),
+  gpu_memory_utilization (+ gpu_memory_utilization_by_tp, or mem_fraction_rule: the engine's own rule of the
+  device's memory and parallel sizes), memory_accounting (`profiled` | `static_fraction`), sampler_bytes_per_logit
+  (inferplan/config/engine_memory.py: how much of the device the engine's own code gives the KV cache),
   kv_free_memory_fraction, block_size_tokens, scheduler_per_dp_rank (true: under attention DP each rank runs its own
   scheduler with max_num_batched_tokens and max_num_seqs, so an instance of dp ranks takes dp times both per
   iteration; false, the default: they are the instance's).
 Rules for `null`: max_num_batched_tokens -> max(model context, 2048) (vLLM V0 without chunked prefill);
 max_num_seqs -> SGLang's max_running_requests rule over the pool's KV tokens (its request-pool cap
 `req_pool_cap`, default 5120 as in 0.3.0); gpu_memory_utilization -> the
-`_by_tp` entry for the largest tp <= the pool's, else the pool's own value.
+`_by_tp` entry for the largest tp <= the pool's, else the pool's own value; `mem_fraction_rule`, where given, replaces
+both.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+
+from inferplan.config.engine_memory import sampler_peak_bytes, sglang_mem_fraction_static
 
 POLICY_KEYS = ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "iteration", "admission",
                "watermark_fraction", "preemption", "num_scheduler_steps", "stream_each_step", "cuda_graph_sizes",
@@ -35,7 +40,8 @@ POLICY_KEYS = ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "ite
 # (inputs of rules, not scheduler parameters)
 RULE_KEYS = ("req_pool_cap", "overlap_linear_attention", "scheduler_per_dp_rank")
 MEMORY_KEYS = ("gpu_memory_utilization", "gpu_memory_utilization_by_tp", "kv_free_memory_fraction",
-               "block_size_tokens", "swap_space_gib")
+               "block_size_tokens", "swap_space_gib", "mem_fraction_rule", "memory_accounting",
+               "sampler_bytes_per_logit")
 DOC_KEYS = ("name", "engine_version")
 GENERIC = "generic"
 
@@ -89,6 +95,9 @@ class EnginePreset:
     gpu_memory_utilization_by_tp: tuple[tuple[int, float], ...] = ()
     kv_free_memory_fraction: float | None = None  # None: 1.0 (all of what weights and activations leave)
     block_size_tokens: int | None = None         # None: the pool's own
+    mem_fraction_rule: str | None = None         # the engine's default fraction as a rule (engine_memory.py)
+    memory_accounting: str = "profiled"          # profiled: activations out of the fraction; static_fraction: not
+    sampler_bytes_per_logit: float = 0.0         # the profile run's sampler peak per logit (vLLM V1), 0: none
 
     @property
     def generic(self) -> bool:
@@ -101,14 +110,23 @@ class EnginePreset:
             return replace(self, overlap=self.overlap_linear_attention)
         return self
 
-    def memory_settings(self, tp: int, pool_utilization: float, pool_block_tokens: int) -> tuple[float, int]:
-        """(gpu_memory_utilization, block_size_tokens) the engine gives a pool of tensor parallelism `tp`."""
+    def memory_settings(self, tp: int, pool_utilization: float, pool_block_tokens: int, device_bytes: float = 0.0,
+                        pp: int = 1, dp: int = 1) -> tuple[float, int]:
+        """(gpu_memory_utilization, block_size_tokens) the engine gives a pool of tensor parallelism `tp` (x `dp`
+        attention-DP ranks, `pp` stages) on devices of `device_bytes` (0: unknown, the `mem_fraction_rule` unused)."""
         util = self.gpu_memory_utilization
-        if util is None:
+        if self.mem_fraction_rule and device_bytes > 0:
+            util = sglang_mem_fraction_static(self.mem_fraction_rule, device_bytes, tp * dp, pp, dp)
+        elif util is None:
             fitting = [k for k, _ in self.gpu_memory_utilization_by_tp if k <= tp]
             util = dict(self.gpu_memory_utilization_by_tp)[max(fitting)] if fitting else pool_utilization
         block = self.block_size_tokens
         return float(util), int(block if block is not None else pool_block_tokens)
+
+    def sampler_peak_bytes(self, vocab_size: int) -> float:
+        """Per device: the peak of the engine's profile-run sampler over a model of `vocab_size` tokens (0: none)."""
+        return sampler_peak_bytes(self.sampler_bytes_per_logit, self.max_num_seqs, self.max_num_batched_tokens,
+                                  vocab_size)
 
     def kv_free_fraction(self) -> float:
         """Share of what weights and activations leave that KV takes (TRT-LLM's kv_free_memory_fraction)."""

@@ -44,6 +44,9 @@ class PoolConfig:
     kv_free_memory_fraction: float = 1.0    # share of what weights and activations leave that KV takes (TRT-LLM)
     block_size_tokens: int = 16             # vLLM's default KV block size on GPUs
     runtime_reserve_bytes: float = 1.5e9    # per device: CUDA context, NCCL buffers, CUDA graphs (assumption)
+    memory_accounting: str = "profiled"     # profiled: activations come out of the usable share; static_fraction:
+                                            # they live outside it (SGLang); inferplan/config/engine_memory.py
+    sampler_peak_bytes: float = 0.0         # per device: the engine's profile-run sampler peak (vLLM V1), 0: none
     num_gpu_blocks_override: int | None = None  # force the KV capacity per instance (vLLM's option of that name)
     prefix_caching: bool = False            # keep finished prompts' KV blocks for reuse (LRU), vLLM APC / SGLang radix
     kv_tier2_bytes: float = 0.0             # second KV tier per instance (host DRAM or disk); 0 = none

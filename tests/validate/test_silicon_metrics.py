@@ -7,6 +7,7 @@ import math
 import pytest
 
 from sim.validate.silicon.metrics import band, error_pct, grouped, partition, summarize, summary
+from sim.validate.silicon.simulate_row import overrides
 from sim.validate.silicon.support import REASONS, RowPlan, Unsupported, plan_row
 from sim.validate.silicon.table import SiliconRow
 
@@ -77,6 +78,22 @@ def test_plan_of_an_expressible_row():
     h200 = plan_row(dataclasses.replace(ROW, system="h200_sxm", precision="", gemm_quant_mode="", moe_quant_mode=""))
     assert h200.hardware == "h200" and h200.weights_dtype == "bf16"
     assert any("bf16" in a for a in h200.assumptions)
+
+
+def test_a_version_sets_the_preset_keys_it_differs_in():
+    """vLLM 0.14-0.16 share vllm_v1_async_serve with 0.17+, but their profile-run sampler sorts the vocabulary
+    (28 bytes per logit, not the preset's 14): the row's plan carries its version's value into the overrides."""
+    for version, keys in (("0.16.0", (("sampler_bytes_per_logit", 28.0),)), ("0.14.1", (("sampler_bytes_per_logit",
+                          28.0),)), ("0.17.0", ()), ("0.18.0", ()), ("0.12.0", ()), ("", ())):
+        p = plan_row(dataclasses.replace(ROW, engine_version=version))
+        assert isinstance(p, RowPlan) and p.engine_keys == keys, version
+    plan = plan_row(dataclasses.replace(ROW, engine_version="0.16.0"))
+    assert "++engine.sampler_bytes_per_logit=28.0" in overrides(plan)
+    assert any("sampler_bytes_per_logit 28" in a for a in plan.assumptions)
+    # a fitted front-end key given beside it is kept; the version's key stays
+    both = overrides(plan, engine={"frontend_per_request_s": 0.1})
+    assert "++engine.frontend_per_request_s=0.1" in both and "++engine.sampler_bytes_per_logit=28.0" in both
+    assert plan_row(dataclasses.replace(ROW, engine="sglang", engine_version="0.5.1.post1")).engine_keys == ()
 
 
 @pytest.mark.parametrize("change,reason", [

@@ -193,6 +193,8 @@ def build_pool_pricing(model: ModelSpec, hw: HardwareSpec, p: PoolConfig, cost_c
     mem = plan_memory(model, hw, dep, lay, kv_dtype=p.kv_dtype, block_size_tokens=p.block_size_tokens,
                       gpu_memory_utilization=p.gpu_memory_utilization, token_budget=token_budget,
                       fixed_reserve_bytes=p.runtime_reserve_bytes, kv_free_fraction=p.kv_free_memory_fraction,
+                      sampler_peak_bytes=p.sampler_peak_bytes,
+                      activations_in_usable=p.memory_accounting != "static_fraction",
                       state_seqs=state_seqs if model.sliding_window_tokens or model.linear_attention else 0)
     if p.num_gpu_blocks_override is not None:
         blocks = int(p.num_gpu_blocks_override)

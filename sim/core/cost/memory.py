@@ -2,7 +2,10 @@
 
 Every device of a stage holds the same pieces (`sim.core.cost.weights`), so the plan is computed per stage for one
 device: usable = memory x `gpu_memory_utilization`; free = (usable - weights - activation reserve) x `kv_free_fraction`
-(1; TensorRT-LLM 0.9); KV blocks of one
+(1; TensorRT-LLM 0.9). The activation reserve is the larger of one forward's activations and the engine's
+profile-run sampler peak (vLLM V1), plus the runtime's fixed reserve; an engine whose fraction leaves its activations
+outside the usable share (SGLang's `mem_fraction_static`) has only the fixed reserve taken
+(inferplan/config/engine_memory.py). KV blocks of one
 DP rank = the smallest, over stages, of free / (KV bytes per token on that device x block size) (a token's KV
 lives on every stage, on the tp devices of one DP rank). The instance holds `dp` ranks' blocks; the simulator's
 block manager treats them as one pool (an approximation: fragmentation across ranks is ignored). All totals in
@@ -106,13 +109,16 @@ def _gb(x: float) -> str:
 
 def plan_memory(m: ModelSpec, hw: HardwareSpec, dep: Deployment, lay: Layout, *, kv_dtype: str,
                 block_size_tokens: int, gpu_memory_utilization: float, token_budget: int,
-                fixed_reserve_bytes: float, kv_free_fraction: float = 1.0, state_seqs: int = 0) -> MemoryPlan:
+                fixed_reserve_bytes: float, kv_free_fraction: float = 1.0, state_seqs: int = 0,
+                sampler_peak_bytes: float = 0.0, activations_in_usable: bool = True) -> MemoryPlan:
     """The instance's memory plan. `kv_free_fraction` < 1: the KV cache takes that share of what weights and
     activations leave of the usable memory (TensorRT-LLM `free_gpu_memory_fraction`), not all of it.
     `state_seqs`: the sequences whose sliding-window layers' KV and linear-attention state are held as constants
-    (module doc)."""
+    (module doc). `sampler_peak_bytes`: per device, the engine's profile-run sampler peak (the activation reserve
+    is the larger of it and one forward's); `activations_in_usable` False: neither comes out of the usable share."""
     usable = hw.memory_bytes * gpu_memory_utilization
-    reserve = activation_reserve_bytes(m, lay, token_budget) + fixed_reserve_bytes
+    peak = max(activation_reserve_bytes(m, lay, token_budget), sampler_peak_bytes) if activations_in_usable else 0.0
+    reserve = peak + fixed_reserve_bytes
     per_layer_kv = kv_layer_bytes(m, dep, kv_dtype, lay.tp)
     window_tokens = (m.sliding_window_tokens + block_size_tokens) * state_seqs / lay.dp
     seq_state_bytes = linear_state_bytes(m, lay.tp) * state_seqs / lay.dp

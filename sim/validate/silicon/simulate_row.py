@@ -79,7 +79,7 @@ def overrides(plan: RowPlan, rounds: int = CLIENT_ROUNDS, engine: dict | None = 
     p = "scenario.pools.main"
     ov = [*BASE, f"{p}.instances={plan.instances}", f"{p}.hardware={plan.hardware}", f"{p}.model={plan.model}",
           f"++{p}.tp={plan.tp}", f"++{p}.weights_dtype={plan.weights_dtype}", f"engine={plan.engine}",
-          *(f"++engine.{k}={v!r}" for k, v in (engine or {}).items())]
+          *(f"++engine.{k}={v!r}" for k, v in {**dict(plan.engine_keys), **(engine or {})}.items())]
     if plan.kv_dtype != "bf16":
         ov.append(f"++{p}.kv_dtype={plan.kv_dtype}")
     if cost:

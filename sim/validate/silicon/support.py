@@ -73,6 +73,7 @@ class RowPlan:
     kv_dtype: str = "bf16"       # the KV cache's storage format (`_kv_dtype`)
     instances: int = 1           # instances of the pool the clients send to (a disaggregated row's prefill workers)
     decode: DecodePool | None = None  # a disaggregated row's decode workers (the first pool is then its prefill)
+    engine_keys: tuple[tuple[str, float], ...] = ()  # preset keys the row's version sets otherwise (VERSION_KEYS)
 
 
 @functools.cache
@@ -135,6 +136,27 @@ SERVE_PRESETS: dict[str, tuple[tuple[tuple[int, ...], str], ...]] = {
     "sglang_v04": (((0, 5), "sglang_v05_serve"), ((0, 5, 9), "sglang_v059_serve")),
     "trtllm": (((1, 0), "trtllm_v1_serve"),)}
 NEWEST_SERVE = {"vllm": "vllm_v1_async_serve", "sglang": "sglang_v059_serve", "trtllm": "trtllm_v1_serve"}
+
+
+# Preset keys whose value changes inside a serving preset's version range: (engine, least, below, keys). vLLM's
+# profile-run sampler sorts the vocabulary up to 0.16 and runs top-k/top-p in place in Triton from 0.17.0
+# (conf/engine/vllm_v1_async_serve.yaml `sampler_bytes_per_logit`, sourced from the 0.16.0 and 0.17.0 wheels).
+VERSION_KEYS: tuple[tuple[str, tuple[int, ...], tuple[int, ...], dict[str, float]], ...] = (
+    ("vllm", (0, 14), (0, 17), {"sampler_bytes_per_logit": 28.0}),)
+
+
+def _version_keys(row: SiliconRow, notes: list[str]) -> tuple[tuple[str, float], ...]:
+    """The preset keys the row's recorded version sets otherwise than its serving preset (VERSION_KEYS)."""
+    if not re.match(r"^\d+\.\d+", row.engine_version):
+        return ()
+    version = tuple(int(x) for x in re.findall(r"\d+", row.engine_version)[:3])
+    keys: dict[str, float] = {}
+    for engine, least, below, values in VERSION_KEYS:
+        if row.engine == engine and least <= version < below:
+            keys.update(values)
+            notes.append(f"{engine} {row.engine_version}: " + ", ".join(f"{k} {v:g}" for k, v in values.items())
+                         + " (its version's own value inside the serving preset's range)")
+    return tuple(sorted(keys.items()))
 
 
 def _serve_preset(base: str, version: str) -> str:
@@ -379,6 +401,8 @@ def plan_row(row: SiliconRow) -> RowPlan | Unsupported:
         decode = DecodePool(decode.instances, decode.tp, {**decode.deployment, **{k: v for k, v in dep.items()
                                                                                 if k not in ("dp", "pp", "ep")}})
     kv = _kv_dtype(row, weights, notes)
+    engine_keys = _version_keys(row, notes)
     return RowPlan(row=row, hardware=hardware, model=model, engine=preset, tp=tp, weights_dtype=weights,
                    deployment=dep, assumptions=tuple(notes), kv_dtype=kv,
-                   instances=row.disagg_workers[0] or 1 if decode is not None else workers, decode=decode)
+                   instances=row.disagg_workers[0] or 1 if decode is not None else workers, decode=decode,
+                   engine_keys=engine_keys)
