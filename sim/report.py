@@ -118,6 +118,9 @@ def print_summary(s: dict, run_dir: Path | str) -> None:
         lines += wrap([f"pool {name}: {p['hardware']} x{p['devices_per_instance']}",
                        f"{p['model']} {p['weights_dtype']}", f"up to {p['instances_max']} instances",
                        f"${p['usd']:,.2f}", f"busy {p['busy_fraction']:.0%}", f"time: {split}"], WIDTH, "  ")
+        kv = (s.get("kv_memory") or {}).get(name)
+        if kv:
+            lines += wrap([f"KV {kv['tokens_per_instance']:,} tokens per instance", kv["basis"]], WIDTH, "    ")
     for line in lines:
         say(line, markup=False)
     for line in provenance_lines(s.get("cost_model") or {}):

@@ -194,6 +194,17 @@ class CostModelInfo(TypedDict):
     sources: NotRequired[dict[str, str]]  # per pool priced from a measured grid: database, engine, version
 
 
+class KvMemory(TypedDict):
+    """Where one pool's KV capacity comes from (sim/results/kv_memory.py)."""
+
+    tokens_per_instance: int
+    gpu_memory_utilization: float     # the share of each device the capacity was sized from
+    accounting: str                   # profiled | static_fraction (inferplan/config/engine_memory.py)
+    fraction_rule: str | None         # the engine's rule for that share, None where the value was given
+    sampler_peak_bytes_per_device: float
+    basis: str                        # the same, in one line
+
+
 class Summary(TypedDict):
     """`summary.json` (docs/results.md). `pools` maps a pool name to its figures (hardware, bill, memory, time
     breakdown, prefix cache, cost model); `invariants` each invariant to "ok" or what broke it."""
@@ -213,6 +224,7 @@ class Summary(TypedDict):
     pricing: dict[str, PoolPricing]   # how each pool's instances were bought and billed
     failures: Failures                # instance failures and what became of their requests
     cost_model: CostModelInfo
+    kv_memory: NotRequired[dict[str, KvMemory]]  # per pool: its KV tokens per instance and their basis
     invariants: dict[str, str]
     calibration: Any
     verdict: list[dict[str, Any]]    # per SLO x class x pool, and the aggregates (sim/review/verdict.py)

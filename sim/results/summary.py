@@ -12,6 +12,7 @@ from sim.core.metrics import percentiles
 from sim.core.outcome import FleetOutcome, PoolOutcome, RunOutcome
 from sim.results.schema import (SCHEMA_VERSION, ClassSlo, Cost, CostModelInfo, Failures, Fleet, Latency, Percentiles,
                                 PoolFailures, PoolPricing, PoolSummary, RequestCounts, Slo, Summary, Throughput)
+from sim.results.kv_memory import kv_memory
 from sim.review import review
 
 
@@ -238,6 +239,7 @@ def summarize(run: RunConfig, outcome: RunOutcome) -> Summary:
         "pricing": {name: _pricing(p) for name, p in fleet.pools.items()},
         "failures": failed,
         "cost_model": _cost_model(fleet),
+        "kv_memory": {name: kv_memory(run.setups[name], p) for name, p in fleet.pools.items()},
         "invariants": outcome.invariants,
         "calibration": run.calibration,
         **review(run, outcome, partial=partial),  # `verdict`, `diagnosis` (sim/review)

@@ -98,3 +98,36 @@ def test_bad_memory_keys_are_refused_in_one_line():
         run_config("engine=vllm_v1_serve", "++engine.memory_accounting=half")
     with pytest.raises(InputError, match="pools.main.memory_accounting"):
         run_config(f"++{POOL}.memory_accounting=half")
+
+
+def test_the_summary_says_where_each_pools_kv_capacity_comes_from():
+    from types import SimpleNamespace
+
+    from sim.results.kv_memory import kv_memory
+    ran = SimpleNamespace(kv_blocks_per_instance=1000, block_size_tokens=16)
+    sglang = kv_memory(run_config("engine=sglang_v059_serve").setups["main"], ran)
+    assert sglang["tokens_per_instance"] == 16000 and sglang["accounting"] == "static_fraction"
+    assert sglang["fraction_rule"] == "sglang_0_5_6" and sglang["gpu_memory_utilization"] == 0.835
+    assert "SGLang 0.5.6+'s mem_fraction_static rule" in sglang["basis"] and "outside" in sglang["basis"]
+    vllm = kv_memory(run_config("engine=vllm_v1_async_serve").setups["main"], ran)
+    assert vllm["fraction_rule"] is None and vllm["sampler_peak_bytes_per_device"] > 0
+    assert "sampler, " in vllm["basis"] and "GB per device" in vllm["basis"]
+    generic = kv_memory(run_config().setups["main"], ran)
+    assert "the pool's gpu_memory_utilization" in generic["basis"] and "sampler" not in generic["basis"]
+    assert "0.9 of what is left" in kv_memory(run_config("engine=trtllm").setups["main"], ran)["basis"]
+
+
+def test_sglang_chunk_follows_the_devices_memory():
+    from inferplan.config.engine_memory import chunk_tokens
+    assert [chunk_tokens(SGLANG_0_5_6, gib * 2**30) for gib in (24, 48, 80, 141, 180)] == [2048, 4096, 8192, 8192,
+                                                                                              16384]
+    assert chunk_tokens(SGLANG_0_5_1, 48 * 2**30) == 8192   # 0.5.1 had no 4096 tier
+    with pytest.raises(ValueError, match="unknown chunk_rule"):
+        chunk_tokens("sglang_0_3", H100)
+    for hardware, tokens in (("h200", 8192), ("b200", 16384), ("l40s", 4096)):
+        run = run_config("engine=sglang_v059_serve", f"{POOL}.hardware={hardware}")
+        setup = run.setups["main"]
+        assert setup.engine.max_num_batched_tokens == setup.token_budget == tokens, hardware
+        assert "chunk_rule sglang_0_5_6" in setup.scheduler.setting("max_num_batched_tokens").source
+    # vLLM's budget is its preset's on every device
+    assert run_config("engine=vllm_v1_async_serve", f"{POOL}.hardware=b200").setups["main"].token_budget == 8192

@@ -9,8 +9,8 @@ import pytest
 
 from sim.core.instance.batching import POLICIES, Scheduler, make_policy, policy_class
 from sim.core.instance.batching.engine import EngineBatching
-from sim.core.instance.batching.rules import (MIXED, NEW_TOKEN_RATIO, ON_DEMAND, PREFILL_PRIORITY, RECOMPUTE,
-                                              RESERVE_MAX_OUTPUT, RETRACT)
+from sim.core.instance.batching.rules import (MIXED, NEW_TOKEN_CLIP, NEW_TOKEN_RATIO, ON_DEMAND, PREFILL_PRIORITY,
+                                              RECOMPUTE, RESERVE_MAX_OUTPUT, RETRACT, reserved_tokens)
 from sim.core.instance.batch import OVERLAP_ALL, OVERLAP_NONE
 from sim.core.instance.kv_cache import BlockManager
 from sim.core.instance.request_state import SimRequest
@@ -95,11 +95,32 @@ def test_admission_rules():
     assert _admitted(BlockManager(6, 16)) == 4
     # reserve_max_output: 4 blocks each for the whole life: one fits, the second (4 more) does not.
     assert _admitted(BlockManager(6, 16), admission="reserve_max_output") == 1
-    # new_token_ratio 0.5 (no decay): 16 + 20 = 36 tokens = 3 blocks each: two.
+    # new_token_ratio (SGLang's PrefillAdder): a prompt being admitted, and one admitted but not yet decoding,
+    # reserves its whole output: 16 + 40 = 56 tokens = 4 blocks each: one.
     assert _admitted(BlockManager(6, 16), admission="new_token_ratio", new_token_ratio_init=0.5,
-                     new_token_ratio_decay=0.0) == 2
+                     new_token_ratio_decay=0.0) == 1
     # watermark 0.5 x 6 = 3 blocks kept free: one block each while 3 stay free: three.
     assert _admitted(BlockManager(6, 16), watermark_fraction=0.5) == 3
+
+
+def test_new_token_ratio_takes_the_ratio_of_decoding_requests_only_and_clips_the_output():
+    """SGLang (managers/schedule_policy.py): a running (decoding) request reserves ratio x min(its remaining output,
+    4096); the prompt being admitted its tokens plus min(its remaining output, 4096) in full."""
+    def admits(blocks: int) -> bool:
+        kv = BlockManager(blocks, 16)
+        pol = engine(kv, admission="new_token_ratio", new_token_ratio_init=0.5, new_token_ratio_decay=0.0)
+        pol.running.append(decoding(kv, 0, 16, 1, total_out=40))   # holds 16 tokens: 1 block
+        pol.add_request(SimRequest(1, 0.0, 16, 40), 0.0)
+        batch = pol.schedule(0.0)
+        return batch is not None and 1 in [r.request_id for r, _ in batch.items]
+    # the decoding request: 16 + 0.5 x 39 -> 35 tokens, 3 blocks, 1 beyond the 2 it holds once this iteration
+    # grows it (its full 55 would be 2 beyond); the new prompt: 16 + 40 = 56 tokens, 4 blocks. 7 blocks leave 5
+    # free: admitted (it would not be, were the decoding request's whole output reserved); 6 leave 4: not.
+    assert admits(7) and not admits(6)
+    long = SimRequest(2, 0.0, 100, 10_000)
+    assert reserved_tokens(long, True, NEW_TOKEN_RATIO, 0.5) == 100 + NEW_TOKEN_CLIP == 4196
+    long.num_output_tokens, long.num_computed_tokens = 10, 109
+    assert reserved_tokens(long, False, NEW_TOKEN_RATIO, 0.5) == 109 + NEW_TOKEN_CLIP // 2
 
 
 def test_new_token_ratio_decays_per_iteration_to_its_floor():

@@ -4,8 +4,10 @@ cite their engines' sources), read once from its name into a constant, and the s
 * admission: `on_demand` admits a request when the blocks of its next chunk are free (vLLM; with a watermark of
   free blocks kept at admission, vLLM V0's); `reserve_max_output` only when the blocks of its whole prompt and
   maximum output fit beside what every running request may still need (TensorRT-LLM GUARANTEED_NO_EVICT: it
-  never preempts); `new_token_ratio` (SGLang) reserves, per running request, the ratio x its remaining output, the
-  ratio decaying per iteration from its initial value to its floor and reset on a retraction.
+  never preempts); `new_token_ratio` (SGLang's PrefillAdder) admits a prompt when its tokens plus its remaining
+  output (clipped at `NEW_TOKEN_CLIP`) fit in the free KV less, per running request, the ratio x its remaining
+  output (clipped the same way), the ratio decaying per iteration from its initial value to its floor and reset on
+  a retraction; a prompt admitted but not yet decoding keeps its whole clipped output reserved.
 * preemption, when a running request cannot grow: `recompute` (the last admitted gives up its KV and re-prefills
   later: vLLM), `retract` (SGLang: the one with the most output tokens, ties to the shortest prompt, recomputed)
   or `swap` (vLLM V0 `preemption_mode=swap`: the last admitted's KV goes to host memory, its tokens kept).
@@ -41,6 +43,9 @@ ITERATIONS: Final = {"mixed": MIXED, "prefill_priority": PREFILL_PRIORITY}
 
 OVERLAPS: Final = {"none": OVERLAP_NONE, "output": OVERLAP_OUTPUT, "all": OVERLAP_ALL}
 
+# SGLang's SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION default: the most output tokens one request's reservation counts
+# (managers/schedule_policy.py CLIP_MAX_NEW_TOKENS: L31 at 0.4.0, L39 at 0.5.1, L54 at 0.5.9).
+NEW_TOKEN_CLIP: Final = 4096
 RETRACT_DECODE_STEPS: Final = 20  # SGLang's retract_decode_steps: the survivors' ratio covers this many more steps
 
 
@@ -53,12 +58,18 @@ def rule(key: str, value: str, valid: dict[str, int]) -> int:
 
 # -- admission ---------------------------------------------------------------------------------------------------
 def reserved_tokens(req: SimRequest, admitting: bool, admission: int, ratio: float) -> int:
-    """Tokens of KV `req` is counted as needing: its whole prompt and maximum output (reserve_max_output), or what
-    it holds (its known tokens when being admitted) plus `ratio` x its remaining output (new_token_ratio)."""
+    """Tokens of KV `req` is counted as needing: its whole prompt and maximum output (reserve_max_output); under
+    new_token_ratio (SGLang, schedule_policy.py `add_one_req` and `_get_running_request_total_token_offset`) a prompt
+    being admitted, or admitted and not yet decoding, its known tokens plus its remaining output clipped at
+    `NEW_TOKEN_CLIP`, in full; a decoding request what it holds plus `ratio` x that clipped remaining output."""
     if admission == RESERVE_MAX_OUTPUT:
         return req.total_tokens
-    base = known_tokens(req) if admitting else req.num_computed_tokens
-    return base + int((req.output_tokens - req.num_output_tokens) * ratio)
+    left = min(req.output_tokens - req.num_output_tokens, NEW_TOKEN_CLIP)
+    if admitting:
+        return known_tokens(req) + left
+    if req.num_output_tokens == 0:
+        return req.prompt_tokens + left
+    return req.num_computed_tokens + int(left * ratio)
 
 
 def fits_reserved(req: SimRequest, running: list[SimRequest], kv: BlockManager, admission: int,
