@@ -24,7 +24,8 @@ from inferplan.config.build import build
 from inferplan.config.component import Component
 from inferplan.config.deployment import Deployment
 from inferplan.config.engine import DOC_KEYS, MEMORY_KEYS, POLICY_KEYS, RULE_KEYS, EnginePreset, graph_sizes
-from inferplan.config.engine_memory import ACCOUNTINGS, CHUNK_RULES, FRACTION_RULES
+from inferplan.config.device_defaults import DEVICE_RULES
+from inferplan.config.engine_memory import ACCOUNTINGS, FRACTION_RULES
 from inferplan.config.fleet import ColdStart, ClassSlo, OverloadConfig, PlanStep, RollingPlan, Route
 from inferplan.config.run import (CostConfig, FleetSetup, PoolConfig, PoolSetup, SchedulerSettings, Setting)
 from inferplan.config.yaml_files import read_yaml_mapping
@@ -141,7 +142,7 @@ def engine_preset(pool_engine, group_engine: dict | None, where: str) -> EngineP
             where, "engine.gpu_memory_utilization_by_tp", "write {tp: fraction, ...}, e.g. {1: 0.88, 8: 0.83}",
             lambda: tuple((int(k), float(v)) for k, v in by_tp.items()))
     for key, allowed in (("mem_fraction_rule", FRACTION_RULES), ("memory_accounting", ACCOUNTINGS),
-                         ("chunk_rule", CHUNK_RULES)):
+                         ("device_rule", DEVICE_RULES)):
         if spec.get(key) is not None and spec[key] not in allowed:
             raise InputError(f"conf/engine/{spec.get('name')}.yaml", key, f"{spec[key]!r} is not known",
                              f"one of {', '.join(allowed)}")
@@ -160,12 +161,12 @@ def resolve_pool(name: str, p: PoolConfig, raw: Raw) -> PoolSetup:
     where = f"scenario/{raw.scenario}: pools.{name}"
     blocks = raw.blocks.get(name, {})
     hardware, model = load_hardware(p.hardware), load_model(p.model)
-    engine = engine_preset(blocks.get("engine"), raw.engine, where).for_model(
-        model.linear_attention is not None).on_device(hardware.memory_bytes)
+    engine = engine_preset(blocks.get("engine"), raw.engine, where).for_model(model.linear_attention is not None)
     if p.memory_accounting not in ACCOUNTINGS:
         raise InputError(f"scenario/{raw.scenario}", f"pools.{name}.memory_accounting",
                          f"{p.memory_accounting!r} is not known", f"one of {', '.join(ACCOUNTINGS)}")
     dep, profile, why, generation = pricing_inputs(p, blocks.get("deployment"), hardware, raw.cost, where, engine)
+    engine = engine.on_device(hardware.memory_bytes, p.tp * dep.dp)
     spec = p
     if not engine.generic:  # the engine's memory defaults and accounting replace the pool's
         util, block = engine.memory_settings(p.tp, p.gpu_memory_utilization, p.block_size_tokens,
@@ -223,8 +224,8 @@ def scheduler_settings(name: str, p: PoolConfig, raw: Raw, engine: EnginePreset,
                 source, override = file, "" if own_engine is not None else f"engine.{key}"
             else:
                 source, override = "default (the engine scheduler's)", "" if own_engine is not None else f"engine.{key}"
-            if key == "max_num_batched_tokens" and engine.chunk_rule:
-                source = f"{file}: chunk_rule {engine.chunk_rule}, by the device's memory"
+            if key in ("max_num_batched_tokens", "cuda_graph_sizes") and engine.device_rule:
+                source = f"{file}: device_rule {engine.device_rule}, by the device's memory and tp"
             if value is None and key == "max_num_batched_tokens":
                 value, source = engine.token_budget(max_context_tokens), f"{file}: null, max(model context, 2048)"
             elif value is None and key == "max_num_seqs":

@@ -16,7 +16,8 @@ engine version and the source of each default):
   gpu_memory_utilization (+ gpu_memory_utilization_by_tp, or mem_fraction_rule: the engine's own rule of the
   device's memory and parallel sizes), memory_accounting (`profiled` | `static_fraction`), sampler_bytes_per_logit
   (inferplan/config/engine_memory.py: how much of the device the engine's own code gives the KV cache),
-  chunk_rule (`max_num_batched_tokens` by the device's memory, SGLang's chunked_prefill_size default),
+  device_rule (`max_num_batched_tokens` and `cuda_graph_sizes` by the device's memory and tp: SGLang's
+  chunked_prefill_size and CUDA-graph batch sizes, inferplan/config/device_defaults.py),
   kv_free_memory_fraction, block_size_tokens, scheduler_per_dp_rank (true: under attention DP each rank runs its own
   scheduler with max_num_batched_tokens and max_num_seqs, so an instance of dp ranks takes dp times both per
   iteration; false, the default: they are the instance's).
@@ -30,7 +31,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from inferplan.config.engine_memory import chunk_tokens, sampler_peak_bytes, sglang_mem_fraction_static
+from inferplan.config.device_defaults import MIB, chunk_tokens, sglang_graph_sizes
+from inferplan.config.engine_memory import sampler_peak_bytes, sglang_mem_fraction_static
 
 POLICY_KEYS = ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "iteration", "admission",
                "watermark_fraction", "preemption", "num_scheduler_steps", "stream_each_step", "cuda_graph_sizes",
@@ -39,7 +41,7 @@ POLICY_KEYS = ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "ite
                "frontend_per_prefill_s", "frontend_per_prefill_stream_s", "frontend_path", "frontend_per_step",
                "frontend_per_step_token")
 # (inputs of rules, not scheduler parameters)
-RULE_KEYS = ("req_pool_cap", "overlap_linear_attention", "scheduler_per_dp_rank", "chunk_rule")
+RULE_KEYS = ("req_pool_cap", "overlap_linear_attention", "scheduler_per_dp_rank", "device_rule")
 MEMORY_KEYS = ("gpu_memory_utilization", "gpu_memory_utilization_by_tp", "kv_free_memory_fraction",
                "block_size_tokens", "swap_space_gib", "mem_fraction_rule", "memory_accounting",
                "sampler_bytes_per_logit")
@@ -97,7 +99,7 @@ class EnginePreset:
     kv_free_memory_fraction: float | None = None  # None: 1.0 (all of what weights and activations leave)
     block_size_tokens: int | None = None         # None: the pool's own
     mem_fraction_rule: str | None = None         # the engine's default fraction as a rule (engine_memory.py)
-    chunk_rule: str | None = None                # max_num_batched_tokens by device memory (engine_memory.py)
+    device_rule: str | None = None               # budget and graph sizes by device (device_defaults.py)
     memory_accounting: str = "profiled"          # profiled: activations out of the fraction; static_fraction: not
     sampler_bytes_per_logit: float = 0.0         # the profile run's sampler peak per logit (vLLM V1), 0: none
 
@@ -125,11 +127,13 @@ class EnginePreset:
         block = self.block_size_tokens
         return float(util), int(block if block is not None else pool_block_tokens)
 
-    def on_device(self, device_bytes: float) -> EnginePreset:
-        """The preset as the engine sets itself up on a device of `device_bytes`: `chunk_rule` (SGLang's
-        chunked_prefill_size by device memory) replaces `max_num_batched_tokens`."""
-        if self.chunk_rule and device_bytes > 0:
-            return replace(self, max_num_batched_tokens=chunk_tokens(self.chunk_rule, device_bytes))
+    def on_device(self, device_bytes: float, tp_size: int) -> EnginePreset:
+        """The preset as the engine sets itself up on devices of `device_bytes`, `tp_size` of them per pipeline
+        stage (attention-DP ranks included): `device_rule` (SGLang's chunked_prefill_size and CUDA-graph batch sizes
+        by device memory and tp) replaces `max_num_batched_tokens` and `cuda_graph_sizes`."""
+        if self.device_rule and device_bytes > 0:
+            return replace(self, max_num_batched_tokens=chunk_tokens(self.device_rule, device_bytes),
+                           cuda_graph_sizes=sglang_graph_sizes(self.device_rule, device_bytes / MIB, tp_size))
         return self
 
     def sampler_peak_bytes(self, vocab_size: int) -> float:

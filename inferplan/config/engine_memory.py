@@ -19,14 +19,12 @@ cuda_graph_max_bs) and the vLLM wheels' `vllm/v1/worker/gpu_model_runner.py` `_d
 """
 from __future__ import annotations
 
-MIB = 1 << 20
-GIB_MIB = 1024
+from inferplan.config.device_defaults import (GIB_MIB, MIB, SGLANG_0_5_1, SGLANG_0_5_6, sglang_chunk_tokens,
+                                              sglang_graph_max_bs)
 
-# `mem_fraction_rule` values: the version whose server_args rule a preset follows.
-SGLANG_0_5_1 = "sglang_0_5_1"     # 0.5.1 .. 0.5.5: reserved memory by device tier (sglang.csv v0.5.1, L366-395)
-SGLANG_0_5_6 = "sglang_0_5_6"     # 0.5.6 .. 0.5.14: reserved from chunk and graph sizes (sglang.csv v0.5.6, v0.5.9)
+# `mem_fraction_rule` values: the version whose server_args rule a preset follows (0.5.1 .. 0.5.5: reserved memory
+# by device tier, sglang.csv v0.5.1, L366-395; 0.5.6 .. 0.5.14: reserved from chunk and graph sizes, v0.5.6, v0.5.9).
 FRACTION_RULES = (SGLANG_0_5_1, SGLANG_0_5_6)
-CHUNK_RULES = FRACTION_RULES     # chunked_prefill_size by device memory, the same versions' rules
 ACCOUNTINGS = ("profiled", "static_fraction")
 
 
@@ -39,38 +37,6 @@ def _tier_reserved_mib(gpu_mib: float, parallel: int) -> float:
     if gpu_mib < 160 * GIB_MIB:                      # H20, H200: chunk 8k, graphs <= 256
         return (12 + parallel / 2) * GIB_MIB
     return 32.0 * GIB_MIB                            # B200, MI300: chunk 16k, graphs <= 512
-
-
-def sglang_chunk_tokens(gpu_mib: float, rule: str = SGLANG_0_5_6) -> int:
-    """SGLang's `chunked_prefill_size` default by device memory (before any DP-attention division): 0.5.1 < 35 GiB
-    2048, < 160 GiB 8192, larger 16384 (sglang.csv v0.5.1, server_args.py#L406); 0.5.6+ adds 4096 below 60 GiB
-    (sglang.csv v0.5.6, v0.5.9)."""
-    if gpu_mib < 35 * GIB_MIB:
-        return 2048
-    if gpu_mib < 60 * GIB_MIB and rule != SGLANG_0_5_1:
-        return 4096
-    return 8192 if gpu_mib < 160 * GIB_MIB else 16384
-
-
-def chunk_tokens(rule: str, device_bytes: float) -> int:
-    """`max_num_batched_tokens` under `rule` on a device of `device_bytes` (the instance's; SGLang divides it over
-    DP-attention ranks itself)."""
-    if rule not in CHUNK_RULES:
-        raise ValueError(f"unknown chunk_rule {rule!r} (one of {', '.join(CHUNK_RULES)})")
-    return sglang_chunk_tokens(device_bytes / MIB, rule)
-
-
-def sglang_graph_max_bs(gpu_mib: float, tp_size: int) -> int:
-    """SGLang 0.5.6+ `cuda_graph_max_bs` default by device memory and tp_size."""
-    if gpu_mib < 20 * GIB_MIB:
-        return 8
-    if gpu_mib < 35 * GIB_MIB:
-        return 24 if tp_size < 4 else 80
-    if gpu_mib < 60 * GIB_MIB:
-        return 32 if tp_size < 4 else 160
-    if gpu_mib < 160 * GIB_MIB:
-        return 256 if tp_size < 4 else 512
-    return 512
 
 
 def sglang_mem_fraction_static(rule: str, device_bytes: float, tp_size: int, pp_size: int = 1,

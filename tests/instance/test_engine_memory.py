@@ -117,17 +117,28 @@ def test_the_summary_says_where_each_pools_kv_capacity_comes_from():
     assert "0.9 of what is left" in kv_memory(run_config("engine=trtllm").setups["main"], ran)["basis"]
 
 
-def test_sglang_chunk_follows_the_devices_memory():
-    from inferplan.config.engine_memory import chunk_tokens
+def test_sglang_chunk_and_graph_sizes_follow_the_device():
+    from inferplan.config.device_defaults import chunk_tokens, sglang_graph_sizes
     assert [chunk_tokens(SGLANG_0_5_6, gib * 2**30) for gib in (24, 48, 80, 141, 180)] == [2048, 4096, 8192, 8192,
                                                                                               16384]
     assert chunk_tokens(SGLANG_0_5_1, 48 * 2**30) == 8192   # 0.5.1 had no 4096 tier
-    with pytest.raises(ValueError, match="unknown chunk_rule"):
+    with pytest.raises(ValueError, match="unknown device_rule"):
         chunk_tokens("sglang_0_3", H100)
-    for hardware, tokens in (("h200", 8192), ("b200", 16384), ("l40s", 4096)):
-        run = run_config("engine=sglang_v059_serve", f"{POOL}.hardware={hardware}")
+    # 0.5.9 (server_args.py _generate_cuda_graph_batch_sizes): 12 captured, 256 below TP 4, 512 from it
+    h100 = 81559
+    assert sglang_graph_sizes(SGLANG_0_5_6, h100, 2)[:7] == (1, 2, 4, 8, 12, 16, 24)
+    assert max(sglang_graph_sizes(SGLANG_0_5_6, h100, 2)) == 256
+    assert sglang_graph_sizes(SGLANG_0_5_6, h100, 8)[-4:] == (464, 480, 496, 512)
+    # 0.5.1 (cuda_graph_runner.py get_batch_sizes_to_capture): [1, 2, 4, 8] + 16..160 on an H100, to 256 on an H200
+    assert sglang_graph_sizes(SGLANG_0_5_1, h100, 8) == (1, 2, 4, 8, *range(16, 161, 8))
+    assert sglang_graph_sizes(SGLANG_0_5_1, 143771, 8)[-1] == 256
+    assert sglang_graph_sizes(SGLANG_0_5_1, 24 * 1024, 1) == (1, 2, 4, 8)
+    for hardware, tokens, top in (("h200", 8192, 512), ("b200", 16384, 512), ("l40s", 4096, 160)):
+        run = run_config("engine=sglang_v059_serve", f"{POOL}.hardware={hardware}", f"++{POOL}.tp=4")
         setup = run.setups["main"]
         assert setup.engine.max_num_batched_tokens == setup.token_budget == tokens, hardware
-        assert "chunk_rule sglang_0_5_6" in setup.scheduler.setting("max_num_batched_tokens").source
-    # vLLM's budget is its preset's on every device
-    assert run_config("engine=vllm_v1_async_serve", f"{POOL}.hardware=b200").setups["main"].token_budget == 8192
+        assert max(setup.engine.cuda_graph_sizes) == top, hardware
+        assert "device_rule sglang_0_5_6" in setup.scheduler.setting("max_num_batched_tokens").source
+    # vLLM's budget and graphs are its preset's on every device
+    vllm = run_config("engine=vllm_v1_async_serve", f"{POOL}.hardware=b200").setups["main"]
+    assert vllm.token_budget == 8192 and max(vllm.engine.cuda_graph_sizes) == 512
