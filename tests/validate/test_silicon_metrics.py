@@ -96,6 +96,27 @@ def test_a_version_sets_the_preset_keys_it_differs_in():
     assert plan_row(dataclasses.replace(ROW, engine="sglang", engine_version="0.5.1.post1")).engine_keys == ()
 
 
+def test_sglang_0_5_6_to_0_5_8_rows_size_memory_by_their_versions_rule():
+    """sglang_v05_serve serves 0.5.0-0.5.8 with 0.5.1's tiered memory rule; 0.5.6 changed `mem_fraction_static`
+    (and the chunk and graph sizes it reads) to the chunk-and-graph rule 0.5.9 has: a 0.5.6-0.5.8 row runs with it,
+    through overrides a plain `python -m sim` composes (H100 TP 2: 0.868 -> 0.834)."""
+    from sim.compose import compose_config
+    from sim.config import load_run_config
+
+    new = (("device_rule", "sglang_0_5_6"), ("mem_fraction_rule", "sglang_0_5_6"))
+    fractions = {}
+    for version, keys in (("0.5.1.post1", ()), ("0.5.5", ()), ("0.5.6.post2", new), ("0.5.8.post1", new)):
+        plan = plan_row(dataclasses.replace(ROW, engine="sglang", engine_version=version))
+        assert isinstance(plan, RowPlan) and plan.engine == "sglang_v05_serve" and plan.engine_keys == keys, version
+        run = load_run_config(compose_config(overrides(plan)))
+        fractions[version] = run.setups["main"].pool.gpu_memory_utilization
+    assert fractions["0.5.1.post1"] == fractions["0.5.5"] == 0.868
+    assert fractions["0.5.6.post2"] == fractions["0.5.8.post1"] == 0.834
+    assert plan_row(dataclasses.replace(ROW, engine="sglang", engine_version="0.5.9")).engine_keys == ()
+    plan = plan_row(dataclasses.replace(ROW, engine="sglang", engine_version="0.5.8.post1"))
+    assert any("mem_fraction_rule sglang_0_5_6" in a for a in plan.assumptions)
+
+
 @pytest.mark.parametrize("change,reason", [
     ({"system": "x9000_sxm"}, "hardware"),
     ({"mode": "disagg", "clients": None}, "disagg_no_workers"),

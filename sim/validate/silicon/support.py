@@ -73,7 +73,7 @@ class RowPlan:
     kv_dtype: str = "bf16"       # the KV cache's storage format (`_kv_dtype`)
     instances: int = 1           # instances of the pool the clients send to (a disaggregated row's prefill workers)
     decode: DecodePool | None = None  # a disaggregated row's decode workers (the first pool is then its prefill)
-    engine_keys: tuple[tuple[str, float], ...] = ()  # preset keys the row's version sets otherwise (VERSION_KEYS)
+    engine_keys: tuple[tuple[str, float | str], ...] = ()  # preset keys its version sets otherwise (VERSION_KEYS)
 
 
 @functools.cache
@@ -141,21 +141,27 @@ NEWEST_SERVE = {"vllm": "vllm_v1_async_serve", "sglang": "sglang_v059_serve", "t
 # Preset keys whose value changes inside a serving preset's version range: (engine, least, below, keys). vLLM's
 # profile-run sampler sorts the vocabulary up to 0.16 and runs top-k/top-p in place in Triton from 0.17.0
 # (conf/engine/vllm_v1_async_serve.yaml `sampler_bytes_per_logit`, sourced from the 0.16.0 and 0.17.0 wheels).
-VERSION_KEYS: tuple[tuple[str, tuple[int, ...], tuple[int, ...], dict[str, float]], ...] = (
-    ("vllm", (0, 14), (0, 17), {"sampler_bytes_per_logit": 28.0}),)
+# SGLang sizes `mem_fraction_static`, `chunked_prefill_size` and the CUDA-graph batch sizes by the 0.5.1 tiers up to
+# 0.5.5 and from the chunk and graph sizes from 0.5.6 (`server_args.py` `_handle_gpu_memory_settings` and
+# `_generate_cuda_graph_batch_sizes`, the same in the 0.5.6.post2 and 0.5.8.post1 wheels as at 0.5.9), inside
+# sglang_v05_serve's 0.5.0-0.5.8.
+VERSION_KEYS: tuple[tuple[str, tuple[int, ...], tuple[int, ...], dict[str, float | str]], ...] = (
+    ("vllm", (0, 14), (0, 17), {"sampler_bytes_per_logit": 28.0}),
+    ("sglang", (0, 5, 6), (0, 5, 9), {"mem_fraction_rule": "sglang_0_5_6", "device_rule": "sglang_0_5_6"}),)
 
 
-def _version_keys(row: SiliconRow, notes: list[str]) -> tuple[tuple[str, float], ...]:
+def _version_keys(row: SiliconRow, notes: list[str]) -> tuple[tuple[str, float | str], ...]:
     """The preset keys the row's recorded version sets otherwise than its serving preset (VERSION_KEYS)."""
     if not re.match(r"^\d+\.\d+", row.engine_version):
         return ()
     version = tuple(int(x) for x in re.findall(r"\d+", row.engine_version)[:3])
-    keys: dict[str, float] = {}
+    keys: dict[str, float | str] = {}
     for engine, least, below, values in VERSION_KEYS:
         if row.engine == engine and least <= version < below:
             keys.update(values)
-            notes.append(f"{engine} {row.engine_version}: " + ", ".join(f"{k} {v:g}" for k, v in values.items())
-                         + " (its version's own value inside the serving preset's range)")
+            said = ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in values.items())
+            notes.append(f"{engine} {row.engine_version}: {said} (its version's own value inside the serving "
+                         "preset's range)")
     return tuple(sorted(keys.items()))
 
 
