@@ -60,6 +60,8 @@ def test_the_targets_are_the_held_out_matrix_figures(scored):
         assert s["ttft_median_abs_pct"] == round(overall["ttft"]["median_abs_pct"], 2)
         assert s["tpot_median_abs_pct"] == round(overall["tpot"]["median_abs_pct"], 2)
         assert s["partitions_over_30"] == sorted(over) and s["partitions_ttft_over_30"] == len(over)
+        # what each of those partitions' rows show (misses.py), in the same order
+        assert [m["partition"] for m in doc["misses"][step]] == sorted(over)
         # Per engine and model: two models per engine here, one row each.
         by_model = grouped(recs, lambda r: f"{r['engine']} {r['model']}")
         assert list(s["by_model"]) == list(by_model) and len(by_model) == 6

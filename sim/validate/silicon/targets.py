@@ -16,7 +16,9 @@ Four steps over the H100/H200 rows (`SYSTEMS`), each a matrix under `<out>/<step
 4. `held_out`: every row with its preset's front-end time fitted without the row's own model (`held_out.py`).
 
 Then the targets of issue 41 on `held_out` (`TARGETS`): TTFT and TPOT median |error|, the partitions (hardware x
-engine x model x shape) whose TTFT median |error| is beyond 30%, and the share of the H100/H200 rows simulated;
+engine x model x shape) whose TTFT median |error| is beyond 30% (each with what its rows show, `misses.py`: decode
+off, a server that queued far beyond the simulated one, a measured TTFT that falls as clients rise), and the share
+of the H100/H200 rows simulated;
 `in_sample` beside them, and both by engine and model and by collection (`clients.collection_of`). Printed, and
 written to `<out>/targets.json`. The figures are outcomes: the command exits 0 whether or not a target is met.
 `resume=true` with the same `out` keeps each step's finished rows. Ctrl-C keeps what finished and exits 130. Bad
@@ -38,6 +40,7 @@ from sim.validate.silicon.fit import (DECODE_OFF_PCT, FITTED, SYSTEMS, ZERO, dec
                                       fittable, without_frontend)
 from sim.validate.silicon.fit_presets import PRESETS
 from sim.validate.silicon.held_out import HeldOut
+from sim.validate.silicon.misses import diagnose, lines as miss_lines
 from sim.validate.silicon.report import write_outputs
 from sim.validate.silicon.runner import run_matrix
 from sim.validate.silicon.table import CSV_PATH, read_table
@@ -155,6 +158,9 @@ def text(doc: dict) -> str:
         lines += _group_lines(ho.get(key, {}), ins.get(key, {}))
     if ho["partitions_over_30"]:
         lines.append("  held-out partitions with TTFT beyond 30%: " + "; ".join(ho["partitions_over_30"]))
+    if misses := doc.get("misses", {}).get("held_out"):
+        lines.append("  what their rows show (misses.py):")
+        lines += miss_lines(misses)
     return "\n".join(lines)
 
 
@@ -197,7 +203,9 @@ def main(argv: list[str] | None = None) -> None:
     collections = {r.id: collection_of(r.source) for r in rows}
     scores = {"in_sample": score(in_sample, len(rows), collections),
               "held_out": score(held_out, len(rows), collections)}
-    doc = {**scores, "targets": verdicts(scores["held_out"]), "bases": fits["bases"],
+    misses = {step: diagnose(recs, scores[step]["partitions_over_30"], PARTITION_LIMIT_PCT)
+              for step, recs in (("in_sample", in_sample), ("held_out", held_out))}
+    doc = {**scores, "targets": verdicts(scores["held_out"]), "misses": misses, "bases": fits["bases"],
            "decode_off": {e: f["decode_off"] for e, f in fits["engines"].items()},
            "steps": {s: str(out / s) for s in ("in_sample", "no_frontend", "held_out")}, "fit": str(out / "fit.json")}
     (out / "targets.json").write_text(json.dumps(doc, indent=1) + "\n")
