@@ -63,7 +63,7 @@ from inferplan.config.yaml_files import read_yaml_mapping
 from inferplan.errors import InputError, exit_on_input_error
 from sim.validate.silicon.fit_presets import PRESETS, write_presets
 from sim.validate.silicon.fit_search import scale_search, simulated_base
-from sim.validate.silicon.fit_terms import DECODE_OFF_PCT, KEYS, ZERO
+from sim.validate.silicon.fit_terms import DECODE_OFF_PCT, KEYS, ZERO, decode_is_off
 from sim.validate.silicon.runner import read_records
 from sim.validate.silicon.simulate_row import client_option, cost_option
 
@@ -111,17 +111,11 @@ def features(rec: dict) -> np.ndarray:
     return np.array([1.0, tokens, streams, prefill_s, prefill_s * streams, step_s, step_s * tokens])
 
 
-def _decode_is_off(rec: dict) -> bool:
-    """Whether a record's simulated TPOT median misses the measured one by more than `DECODE_OFF_PCT` (no TPOT
-    error recorded: not off)."""
-    return abs(float(rec.get("tpot_error_pct") or 0.0)) > DECODE_OFF_PCT
-
-
 def decode_off(records: list[dict]) -> dict[str, int]:
     """Per engine, the simulated rows `fittable` leaves out for a decode off by more than `DECODE_OFF_PCT`."""
     out: dict[str, int] = {}
     for r in records:
-        if r["status"] == "simulated" and _decode_is_off(r):
+        if r["status"] == "simulated" and decode_is_off(r):
             out[r["engine"]] = out.get(r["engine"], 0) + 1
     return out
 
@@ -130,7 +124,7 @@ def fittable(records: list[dict]) -> list[dict]:
     """The simulated records a fit can use: a finite simulated TTFT median, a measured TTFT > 0 and a simulated
     TPOT median within `DECODE_OFF_PCT` of the measured one."""
     return [r for r in records if r["status"] == "simulated" and np.isfinite(r["sim_ttft_p50_s"])
-            and r["measured_ttft_s"] > 0 and not _decode_is_off(r)]
+            and r["measured_ttft_s"] > 0 and not decode_is_off(r)]
 
 
 def _fit(x: np.ndarray, sim: np.ndarray, meas: np.ndarray, fitted: tuple[int, ...]) -> np.ndarray:

@@ -12,3 +12,9 @@ ZERO = {k: 0.0 for k in KEYS}
 # H100 TensorRT-LLM gpt-oss-120b Dynamo rows' TPOT is 3-4x the same engine's on H200: docs/validation.md). Those
 # rows stay in the matrix and its scores; only the fits leave them out.
 DECODE_OFF_PCT = 50.0
+
+
+def decode_is_off(rec: dict) -> bool:
+    """Whether a record's simulated TPOT median misses the measured one by more than `DECODE_OFF_PCT` (no TPOT
+    error recorded: not off)."""
+    return abs(float(rec.get("tpot_error_pct") or 0.0)) > DECODE_OFF_PCT

@@ -12,13 +12,13 @@ Three signs, each computed from the matrix's records of the partition (nothing a
   `FALL_PCT` below the one at fewer clients. More clients can only add queueing, so such pairs are run-to-run
   noise of the size the partition's median is made of.
 
-`diagnose(records, partitions)` gives one record per partition; `lines(diagnoses)` the text the targets print.
+`diagnose(records, partitions, limit_pct)` gives one record per partition; `lines(diagnoses)` the text the targets print.
 """
 from __future__ import annotations
 
 import math
 
-from sim.validate.silicon.fit_terms import DECODE_OFF_PCT
+from sim.validate.silicon.fit_terms import DECODE_OFF_PCT, decode_is_off
 from sim.validate.silicon.metrics import partition, summarize
 
 QUEUE_PREFILLS = 10.0   # measured TTFT beyond this many prefills of the prompt alone: the server queued requests
@@ -73,7 +73,7 @@ def diagnose(records: list[dict], partitions: list[str], limit_pct: float) -> li
     for name in partitions:
         rows = sorted((r for r in simulated if partition(r) == name), key=lambda r: (int(_num(r["clients"])), r["id"]))
         s = summarize(rows)
-        off = [r for r in rows if abs(_num(r["tpot_error_pct"])) > DECODE_OFF_PCT]
+        off = [r for r in rows if decode_is_off(r)]
         queued = [r for r in rows if _num(r["measured_ttft_s"]) > max(QUEUE_PREFILLS * _num(r["sim_prefill_alone_s"]),
                                                                          2 * _num(r["sim_ttft_p50_s"]))]
         falls, fell = _falls(rows)
